@@ -1,0 +1,7 @@
+//! zarrd: an HTTP data server for Zarr.
+//!
+//! The library holds the Zarr engine ([`zarr`]), with no HTTP in it, and the
+//! store layer it reads and writes through ([`store`]).
+
+pub mod store;
+pub mod zarr;

@@ -1,0 +1,413 @@
+//! The store layer: one [`Store`] over any `object_store` backend, speaking in
+//! validated [`StoreKey`]s and typed [`StoreError`]s. Everything the engine and
+//! the server read or write goes through here.
+
+mod key;
+
+pub use key::{node_path, StoreKey};
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::TryStreamExt;
+use object_store::path::Path;
+use object_store::{
+    GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload,
+    UpdateVersion,
+};
+
+/// Errors from the store layer.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("invalid key '{key}': {reason}")]
+    InvalidKey { key: String, reason: String },
+    #[error("key '{key}' not found")]
+    NotFound { key: String },
+    /// A conditional write or read found another version than the one asked for.
+    #[error("key '{key}' was changed by another writer")]
+    Precondition { key: String },
+    /// A create-only write found the key present.
+    #[error("key '{key}' already exists")]
+    AlreadyExists { key: String },
+    #[error("key '{key}' not modified")]
+    NotModified { key: String },
+    #[error("range {start}-{end} is outside key '{key}' of {size} bytes")]
+    RangeNotSatisfiable {
+        key: String,
+        start: u64,
+        end: u64,
+        size: u64,
+    },
+    #[error("the store does not support {what}")]
+    NotSupported { what: String },
+    #[error("store URL '{url}': {reason}")]
+    BadUrl { url: String, reason: String },
+    #[error("store error on '{key}': {source}")]
+    Backend {
+        key: String,
+        #[source]
+        source: object_store::Error,
+    },
+}
+
+impl StoreError {
+    fn from_backend(key: &StoreKey, err: object_store::Error) -> Self {
+        let key = key.to_string();
+        match err {
+            object_store::Error::NotFound { .. } => StoreError::NotFound { key },
+            object_store::Error::Precondition { .. } => StoreError::Precondition { key },
+            object_store::Error::AlreadyExists { .. } => StoreError::AlreadyExists { key },
+            object_store::Error::NotModified { .. } => StoreError::NotModified { key },
+            object_store::Error::NotImplemented { .. } => StoreError::NotSupported {
+                what: format!("this operation (on '{key}')"),
+            },
+            source => StoreError::Backend { key, source },
+        }
+    }
+}
+
+/// The version of a stored value, for conditional reads and writes.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Version {
+    pub e_tag: Option<String>,
+    pub version: Option<String>,
+}
+
+/// Size, version and modification time of a stored value.
+#[derive(Debug, Clone)]
+pub struct KeyMeta {
+    pub size: u64,
+    pub version: Version,
+    pub last_modified: chrono_like::Timestamp,
+}
+
+/// A value with the version it was read at.
+#[derive(Debug, Clone)]
+pub struct Versioned {
+    pub bytes: Bytes,
+    pub meta: KeyMeta,
+}
+
+/// How a put treats an existing value.
+#[derive(Debug, Clone)]
+pub enum PutCondition {
+    /// Replace whatever is there.
+    Overwrite,
+    /// Fail with [`StoreError::AlreadyExists`] if the key exists.
+    Create,
+    /// Fail with [`StoreError::Precondition`] unless the key is at this version.
+    Update(Version),
+}
+
+/// One level of a listing.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Listing {
+    /// Keys directly below the prefix, as names relative to it.
+    pub keys: Vec<String>,
+    /// Sub-prefixes directly below the prefix, as names relative to it.
+    pub prefixes: Vec<String>,
+}
+
+/// Prefix of keys the server keeps for itself (lock files); hidden from listings.
+pub const INTERNAL_PREFIX: &str = "__zarrd";
+
+/// A Zarr store over an `object_store` backend.
+#[derive(Clone, Debug)]
+pub struct Store {
+    inner: Arc<dyn ObjectStore>,
+    description: String,
+}
+
+fn path_of(key: &StoreKey) -> Path {
+    // Keys are validated, so the parts are already safe for `Path`; `from`
+    // keeps them verbatim rather than percent-encoding them.
+    Path::from(key.as_str())
+}
+
+impl Store {
+    pub fn new(inner: Arc<dyn ObjectStore>, description: impl Into<String>) -> Self {
+        Store {
+            inner,
+            description: description.into(),
+        }
+    }
+
+    /// An empty in-memory store.
+    pub fn memory() -> Self {
+        Store::new(
+            Arc::new(object_store::memory::InMemory::new()),
+            "memory://".to_string(),
+        )
+    }
+
+    /// A directory on the local file system, created if missing.
+    pub fn local(dir: &std::path::Path) -> Result<Self, StoreError> {
+        std::fs::create_dir_all(dir).map_err(|e| StoreError::BadUrl {
+            url: dir.display().to_string(),
+            reason: e.to_string(),
+        })?;
+        let fs = object_store::local::LocalFileSystem::new_with_prefix(dir).map_err(|e| {
+            StoreError::BadUrl {
+                url: dir.display().to_string(),
+                reason: e.to_string(),
+            }
+        })?;
+        Ok(Store::new(
+            Arc::new(fs),
+            format!("file://{}", dir.display()),
+        ))
+    }
+
+    /// Open a store from a directory path or a `file://` / `memory://` URL.
+    pub fn open(location: &str) -> Result<Self, StoreError> {
+        if location == "memory://" || location.starts_with("memory://") {
+            return Ok(Store::memory());
+        }
+        if let Some(path) = location.strip_prefix("file://") {
+            return Store::local(std::path::Path::new(path));
+        }
+        if location.contains("://") {
+            return Err(StoreError::BadUrl {
+                url: location.to_string(),
+                reason: "supported schemes are file:// and memory://, or a directory path"
+                    .to_string(),
+            });
+        }
+        Store::local(std::path::Path::new(location))
+    }
+
+    pub fn description(&self) -> &str {
+        &self.description
+    }
+
+    pub fn backend(&self) -> &Arc<dyn ObjectStore> {
+        &self.inner
+    }
+
+    /// The whole value, or `None` when the key is missing.
+    pub async fn get(&self, key: &StoreKey) -> Result<Option<Bytes>, StoreError> {
+        Ok(self.get_versioned(key).await?.map(|v| v.bytes))
+    }
+
+    /// The whole value with its version, or `None` when missing.
+    pub async fn get_versioned(&self, key: &StoreKey) -> Result<Option<Versioned>, StoreError> {
+        match self.inner.get(&path_of(key)).await {
+            Ok(result) => {
+                let meta = key_meta(&result.meta);
+                let bytes = result
+                    .bytes()
+                    .await
+                    .map_err(|e| StoreError::from_backend(key, e))?;
+                Ok(Some(Versioned { bytes, meta }))
+            }
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(StoreError::from_backend(key, e)),
+        }
+    }
+
+    /// A byte range of a value.
+    pub async fn get_range(&self, key: &StoreKey, range: Range<u64>) -> Result<Bytes, StoreError> {
+        self.inner
+            .get_range(&path_of(key), range)
+            .await
+            .map_err(|e| StoreError::from_backend(key, e))
+    }
+
+    /// The last `n` bytes of a value (or all of it when shorter), with its size.
+    /// `None` when the key is missing.
+    pub async fn get_suffix(
+        &self,
+        key: &StoreKey,
+        n: u64,
+    ) -> Result<Option<(Bytes, KeyMeta)>, StoreError> {
+        let options = GetOptions {
+            range: Some(GetRange::Suffix(n)),
+            ..Default::default()
+        };
+        match self.inner.get_opts(&path_of(key), options).await {
+            Ok(result) => {
+                let meta = key_meta(&result.meta);
+                let bytes = result
+                    .bytes()
+                    .await
+                    .map_err(|e| StoreError::from_backend(key, e))?;
+                Ok(Some((bytes, meta)))
+            }
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(StoreError::from_backend(key, e)),
+        }
+    }
+
+    /// Several ranges of one value in one call, so the backend can coalesce them.
+    pub async fn get_ranges(
+        &self,
+        key: &StoreKey,
+        ranges: &[Range<u64>],
+    ) -> Result<Vec<Bytes>, StoreError> {
+        self.inner
+            .get_ranges(&path_of(key), ranges)
+            .await
+            .map_err(|e| StoreError::from_backend(key, e))
+    }
+
+    /// Size and version of a value, `None` when missing.
+    pub async fn head(&self, key: &StoreKey) -> Result<Option<KeyMeta>, StoreError> {
+        match self.inner.head(&path_of(key)).await {
+            Ok(meta) => Ok(Some(key_meta(&meta))),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(StoreError::from_backend(key, e)),
+        }
+    }
+
+    /// Store a value atomically (readers see the old or the new value, never a mix).
+    pub async fn put(&self, key: &StoreKey, value: Bytes) -> Result<Version, StoreError> {
+        self.put_with(key, value, PutCondition::Overwrite).await
+    }
+
+    /// Store a value atomically under a condition.
+    pub async fn put_with(
+        &self,
+        key: &StoreKey,
+        value: Bytes,
+        condition: PutCondition,
+    ) -> Result<Version, StoreError> {
+        if key.is_root() {
+            return Err(StoreError::InvalidKey {
+                key: String::new(),
+                reason: "cannot write the root".to_string(),
+            });
+        }
+        let mode = match condition {
+            PutCondition::Overwrite => PutMode::Overwrite,
+            PutCondition::Create => PutMode::Create,
+            PutCondition::Update(v) => PutMode::Update(UpdateVersion {
+                e_tag: v.e_tag,
+                version: v.version,
+            }),
+        };
+        let options = PutOptions {
+            mode,
+            ..Default::default()
+        };
+        let result = self
+            .inner
+            .put_opts(&path_of(key), PutPayload::from_bytes(value), options)
+            .await
+            .map_err(|e| StoreError::from_backend(key, e))?;
+        Ok(Version {
+            e_tag: result.e_tag,
+            version: result.version,
+        })
+    }
+
+    /// Delete a value; deleting a missing key succeeds.
+    pub async fn delete(&self, key: &StoreKey) -> Result<(), StoreError> {
+        match self.inner.delete(&path_of(key)).await {
+            Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(StoreError::from_backend(key, e)),
+        }
+    }
+
+    /// Every key below `prefix` (recursively), as full keys, sorted.
+    pub async fn list_recursive(&self, prefix: &StoreKey) -> Result<Vec<StoreKey>, StoreError> {
+        let path = (!prefix.is_root()).then(|| path_of(prefix));
+        let metas: Vec<_> = self
+            .inner
+            .list(path.as_ref())
+            .try_collect()
+            .await
+            .map_err(|e| StoreError::from_backend(prefix, e))?;
+        let mut keys: Vec<StoreKey> = metas
+            .into_iter()
+            .map(|m| StoreKey::new(m.location.as_ref()))
+            .filter_map(Result::ok)
+            .filter(|k| !is_internal(k.as_str()))
+            .collect();
+        keys.sort();
+        Ok(keys)
+    }
+
+    /// One level below `prefix`: the keys and sub-prefixes there, as relative names.
+    pub async fn list_dir(&self, prefix: &StoreKey) -> Result<Listing, StoreError> {
+        let path = (!prefix.is_root()).then(|| path_of(prefix));
+        let result = self
+            .inner
+            .list_with_delimiter(path.as_ref())
+            .await
+            .map_err(|e| StoreError::from_backend(prefix, e))?;
+        let strip = |p: &Path| -> Option<String> {
+            let full = p.as_ref();
+            let rel = if prefix.is_root() {
+                full
+            } else {
+                full.strip_prefix(prefix.as_str())?.strip_prefix('/')?
+            };
+            (!rel.is_empty() && !is_internal(full)).then(|| rel.to_string())
+        };
+        let mut listing = Listing {
+            keys: result
+                .objects
+                .iter()
+                .filter_map(|m| strip(&m.location))
+                .collect(),
+            prefixes: result.common_prefixes.iter().filter_map(strip).collect(),
+        };
+        listing.keys.sort();
+        listing.prefixes.sort();
+        Ok(listing)
+    }
+
+    /// Delete every key below `prefix` (and `prefix` itself if it is a key).
+    pub async fn delete_prefix(&self, prefix: &StoreKey) -> Result<usize, StoreError> {
+        let keys = self.list_recursive(prefix).await?;
+        let count = keys.len();
+        futures::stream::iter(
+            keys.into_iter()
+                .map(|k| async move { self.delete(&k).await }),
+        )
+        .buffer_unordered(16)
+        .try_collect::<Vec<_>>()
+        .await?;
+        Ok(count)
+    }
+}
+
+use futures::StreamExt;
+
+fn is_internal(key: &str) -> bool {
+    key == INTERNAL_PREFIX || key.starts_with("__zarrd/")
+}
+
+fn key_meta(meta: &object_store::ObjectMeta) -> KeyMeta {
+    KeyMeta {
+        size: meta.size,
+        version: Version {
+            e_tag: meta.e_tag.clone(),
+            version: meta.version.clone(),
+        },
+        last_modified: chrono_like::Timestamp::from_millis(meta.last_modified.timestamp_millis()),
+    }
+}
+
+/// A small timestamp type so the public API does not leak `chrono`.
+pub mod chrono_like {
+    /// Milliseconds since the Unix epoch, UTC.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+    pub struct Timestamp(i64);
+
+    impl Timestamp {
+        pub fn from_millis(ms: i64) -> Self {
+            Timestamp(ms)
+        }
+        pub fn millis(self) -> i64 {
+            self.0
+        }
+        pub fn seconds(self) -> i64 {
+            self.0.div_euclid(1000)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,105 @@
+//! One conformance suite for the store layer, run against every backend.
+
+use super::*;
+
+async fn conformance(store: Store) {
+    let k = |s: &str| StoreKey::new(s).unwrap();
+    assert!(store.get(&k("a/b")).await.unwrap().is_none());
+    assert!(store.head(&k("a/b")).await.unwrap().is_none());
+
+    store
+        .put(&k("a/b"), Bytes::from_static(b"0123456789"))
+        .await
+        .unwrap();
+    store
+        .put(&k("a/c/d"), Bytes::from_static(b"x"))
+        .await
+        .unwrap();
+    store
+        .put(&k("__zarrd/locks/x"), Bytes::from_static(b""))
+        .await
+        .unwrap();
+
+    assert_eq!(
+        store.get(&k("a/b")).await.unwrap().unwrap(),
+        &b"0123456789"[..]
+    );
+    assert_eq!(store.get_range(&k("a/b"), 2..5).await.unwrap(), &b"234"[..]);
+    let (suffix, meta) = store.get_suffix(&k("a/b"), 3).await.unwrap().unwrap();
+    assert_eq!(suffix, &b"789"[..]);
+    assert_eq!(meta.size, 10);
+    let (all, _) = store.get_suffix(&k("a/b"), 30).await.unwrap().unwrap();
+    assert_eq!(all.len(), 10);
+    let parts = store.get_ranges(&k("a/b"), &[0..1, 8..10]).await.unwrap();
+    assert_eq!(
+        parts,
+        vec![Bytes::from_static(b"0"), Bytes::from_static(b"89")]
+    );
+    assert_eq!(store.head(&k("a/b")).await.unwrap().unwrap().size, 10);
+
+    let root = store.list_dir(&StoreKey::root()).await.unwrap();
+    assert_eq!(
+        root.prefixes,
+        vec!["a".to_string()],
+        "internal prefix must be hidden"
+    );
+    let level = store.list_dir(&k("a")).await.unwrap();
+    assert_eq!(level.keys, vec!["b".to_string()]);
+    assert_eq!(level.prefixes, vec!["c".to_string()]);
+    let all = store.list_recursive(&k("a")).await.unwrap();
+    assert_eq!(all, vec![k("a/b"), k("a/c/d")]);
+
+    // Create-only puts refuse an existing key.
+    let err = store
+        .put_with(&k("a/b"), Bytes::new(), PutCondition::Create)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::AlreadyExists { .. }), "{err}");
+    store
+        .put_with(&k("new"), Bytes::from_static(b"1"), PutCondition::Create)
+        .await
+        .unwrap();
+
+    assert_eq!(store.delete_prefix(&k("a")).await.unwrap(), 2);
+    assert!(store.get(&k("a/c/d")).await.unwrap().is_none());
+    store.delete(&k("never-there")).await.unwrap();
+}
+
+#[tokio::test]
+async fn memory_store_conforms() {
+    conformance(Store::memory()).await;
+}
+
+#[tokio::test]
+async fn local_store_conforms() {
+    let dir = tempfile::tempdir().unwrap();
+    conformance(Store::local(dir.path()).unwrap()).await;
+}
+
+#[tokio::test]
+async fn memory_store_compare_and_swap() {
+    let store = Store::memory();
+    let key = StoreKey::new("k").unwrap();
+    let v1 = store.put(&key, Bytes::from_static(b"1")).await.unwrap();
+    let v2 = store
+        .put_with(
+            &key,
+            Bytes::from_static(b"2"),
+            PutCondition::Update(v1.clone()),
+        )
+        .await
+        .unwrap();
+    let stale = store
+        .put_with(&key, Bytes::from_static(b"3"), PutCondition::Update(v1))
+        .await
+        .unwrap_err();
+    assert!(matches!(stale, StoreError::Precondition { .. }));
+    assert_ne!(v2.e_tag, None);
+}
+
+#[test]
+fn urls_open_or_fail_clearly() {
+    assert!(Store::open("memory://").is_ok());
+    let err = Store::open("ftp://x").unwrap_err();
+    assert!(err.to_string().contains("ftp://x"));
+}

@@ -1,0 +1,152 @@
+//! A runtime array: metadata plus its codec chain, bound to a store path.
+//! Reading and writing selections live in `read` and `write`.
+
+mod read;
+mod write;
+
+pub use read::{extract_field, FieldView};
+pub use write::{ChunkUpdate, WriteStats};
+
+use std::sync::Arc;
+
+use super::buffer::ArrayBytes;
+use super::codec::{build_v2_chain, build_v3_chain, ChunkRepr, CodecChain, V2Filters};
+use super::error::{Result, ZarrError};
+use super::metadata::{ArrayMetadata, CodecSpec, Order};
+use crate::store::{Store, StoreKey};
+
+/// How many chunks one read or write works on at once.
+pub const CHUNK_CONCURRENCY: usize = 32;
+
+/// An array ready for reading and writing.
+#[derive(Debug, Clone)]
+pub struct Array {
+    store: Store,
+    path: StoreKey,
+    meta: Arc<ArrayMetadata>,
+    chain: Arc<CodecChain>,
+    chunk_repr: ChunkRepr,
+}
+
+impl Array {
+    /// Bind metadata to the array at `path` in `store`, building its codecs.
+    pub fn new(store: Store, path: StoreKey, meta: ArrayMetadata) -> Result<Self> {
+        let chunk_repr = ChunkRepr {
+            shape: meta.chunk_shape.iter().map(|&c| c as usize).collect(),
+            dtype: meta.dtype.clone(),
+            fill: meta.fill_value.clone(),
+        };
+        let chain = match &meta.codecs {
+            CodecSpec::V3(codecs) => build_v3_chain(codecs, &chunk_repr),
+            CodecSpec::V2 {
+                filters,
+                compressor,
+                endian,
+            } => build_v2_chain(
+                &V2Filters {
+                    filters,
+                    compressor,
+                    fortran_order: meta.order == Order::F,
+                    endian: *endian,
+                },
+                &chunk_repr,
+            ),
+        }
+        .map_err(|e| ZarrError::metadata(&metadata_key(&path, meta.zarr_format), e.to_string()))?;
+        Ok(Array {
+            store,
+            path,
+            meta: Arc::new(meta),
+            chain: Arc::new(chain),
+            chunk_repr,
+        })
+    }
+
+    pub fn metadata(&self) -> &ArrayMetadata {
+        &self.meta
+    }
+    pub fn path(&self) -> &StoreKey {
+        &self.path
+    }
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+    pub fn codecs(&self) -> &CodecChain {
+        &self.chain
+    }
+    pub fn shape(&self) -> &[u64] {
+        &self.meta.shape
+    }
+    /// What every stored chunk decodes to.
+    pub fn chunk_repr(&self) -> &ChunkRepr {
+        &self.chunk_repr
+    }
+    /// Element size in bytes (0 for variable-length types).
+    pub fn elem_size(&self) -> usize {
+        self.meta.dtype.size().unwrap_or(0)
+    }
+
+    /// The store key of chunk (or shard) `coords`.
+    pub fn chunk_key(&self, coords: &[u64]) -> Result<StoreKey> {
+        Ok(self
+            .path
+            .join(&self.meta.chunk_key_encoding.encode(coords))?)
+    }
+
+    /// The inner chunk shape that reads and writes work in: the sharding
+    /// codec's inner chunks when sharded, else the chunk grid's chunks.
+    pub fn read_chunk_shape(&self) -> Vec<u64> {
+        match self.chain.sharding() {
+            Some(s) => s.chunk_shape.iter().map(|&c| c as u64).collect(),
+            None => self.meta.chunk_shape.clone(),
+        }
+    }
+
+    /// Decode one stored chunk; errors name its key.
+    pub fn decode_chunk(&self, key: &StoreKey, bytes: Vec<u8>) -> Result<ArrayBytes> {
+        self.chain
+            .decode(bytes, &self.chunk_repr)
+            .map_err(|e| e.for_chunk(key.as_str()))
+    }
+
+    /// Encode one chunk.
+    pub fn encode_chunk(&self, data: ArrayBytes) -> Result<Vec<u8>> {
+        self.chain.encode(data, &self.chunk_repr)
+    }
+}
+
+/// The key of the document holding an array's metadata.
+pub fn metadata_key(path: &StoreKey, zarr_format: u8) -> String {
+    let name = match zarr_format {
+        1 => "meta",
+        2 => ".zarray",
+        _ => "zarr.json",
+    };
+    if path.is_root() {
+        name.to_string()
+    } else {
+        format!("{path}/{name}")
+    }
+}
+
+/// Run CPU-bound work on the rayon pool and await it without blocking the
+/// async runtime's threads. A panic in `work` becomes an error, not a crash.
+pub async fn run_blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T> + Send + 'static,
+) -> Result<T> {
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    rayon::spawn(move || {
+        let result =
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or_else(|_| {
+                Err(ZarrError::Data(
+                    "internal error: a chunk task panicked".into(),
+                ))
+            });
+        let _ = tx.send(result);
+    });
+    rx.await.unwrap_or_else(|_| {
+        Err(ZarrError::Data(
+            "internal error: a chunk task was dropped".into(),
+        ))
+    })
+}

@@ -1,0 +1,310 @@
+//! Reading selections: fetch only the chunks a selection intersects (for
+//! sharded arrays only the shard index and the inner chunks needed, in one
+//! vectored read per shard), decode them in parallel off the async runtime,
+//! and copy the selected elements into the result.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use futures::{StreamExt, TryStreamExt};
+
+use super::{run_blocking, Array, CHUNK_CONCURRENCY};
+use crate::store::StoreKey;
+use crate::zarr::buffer::{copy_mapped, ArrayBytes};
+use crate::zarr::codec::ShardIndex;
+use crate::zarr::dtype::DataType;
+use crate::zarr::error::{Result, ZarrError};
+use crate::zarr::selection::{ChunkPart, Resolved};
+
+/// Copy one decoded chunk's part of a selection into the output.
+fn scatter_part(
+    chunk: &ArrayBytes,
+    chunk_shape: &[usize],
+    part: &ChunkPart,
+    out: &mut ArrayBytes,
+    out_shape: &[usize],
+    elem: usize,
+) {
+    match part {
+        ChunkPart::Block(maps) => copy_mapped(chunk, chunk_shape, out, out_shape, maps, elem),
+        ChunkPart::Points(points) => {
+            let strides = c_strides(chunk_shape);
+            for (out_pos, local) in points {
+                let src: usize = local.iter().zip(&strides).map(|(i, s)| i * s).sum();
+                match (chunk, &mut *out) {
+                    (ArrayBytes::Fixed(c), ArrayBytes::Fixed(o)) => o
+                        [out_pos * elem..(out_pos + 1) * elem]
+                        .copy_from_slice(&c[src * elem..(src + 1) * elem]),
+                    (ArrayBytes::Variable(c), ArrayBytes::Variable(o)) => {
+                        o[*out_pos] = c[src].clone()
+                    }
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+pub(crate) fn c_strides(shape: &[usize]) -> Vec<usize> {
+    let mut s = vec![1; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * shape[i + 1];
+    }
+    s
+}
+
+/// A shared output buffer that decoding tasks copy into.
+type Output = Arc<Mutex<ArrayBytes>>;
+
+fn lock(out: &Output) -> std::sync::MutexGuard<'_, ArrayBytes> {
+    // A poisoned lock only means another copy panicked; the buffer is still valid memory.
+    out.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Array {
+    /// Read a resolved selection. The result has the selection's block shape
+    /// (dropped dimensions kept as length 1) in C order.
+    pub async fn read(&self, selection: &Resolved) -> Result<ArrayBytes> {
+        let n = selection.block_shape().iter().product::<usize>();
+        let fill = &self.chunk_repr.fill.0;
+        let out: Output = Arc::new(Mutex::new(ArrayBytes::filled(
+            fill,
+            n,
+            self.meta.dtype.is_variable(),
+        )));
+        if n > 0 {
+            if self.chain.sharding().is_some() {
+                self.read_sharded(selection, &out).await?;
+            } else {
+                self.read_chunked(selection, &out).await?;
+            }
+        }
+        let out = Arc::try_unwrap(out)
+            .map_err(|_| ZarrError::Data("internal error: output still shared".into()))?;
+        Ok(out.into_inner().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Read and decode one chunk (`None` when it is not stored).
+    pub async fn read_chunk(&self, coords: &[u64]) -> Result<Option<ArrayBytes>> {
+        let key = self.chunk_key(coords)?;
+        let Some(bytes) = self.store.get(&key).await? else {
+            return Ok(None);
+        };
+        let this = self.clone();
+        run_blocking(move || this.decode_chunk(&key, bytes.to_vec()))
+            .await
+            .map(Some)
+    }
+
+    async fn read_chunked(&self, selection: &Resolved, out: &Output) -> Result<()> {
+        let out_shape = selection.block_shape();
+        let parts = selection.chunks(&self.meta.chunk_shape);
+        futures::stream::iter(parts)
+            .map(|(coords, part)| {
+                let out = out.clone();
+                let out_shape = out_shape.clone();
+                async move {
+                    let key = self.chunk_key(&coords)?;
+                    let Some(bytes) = self.store.get(&key).await? else {
+                        return Ok(());
+                    };
+                    let this = self.clone();
+                    run_blocking(move || {
+                        let chunk = this.decode_chunk(&key, bytes.to_vec())?;
+                        let mut out = lock(&out);
+                        scatter_part(
+                            &chunk,
+                            &this.chunk_repr.shape,
+                            &part,
+                            &mut out,
+                            &out_shape,
+                            this.elem_size(),
+                        );
+                        Ok(())
+                    })
+                    .await
+                }
+            })
+            .buffer_unordered(CHUNK_CONCURRENCY)
+            .try_collect::<Vec<()>>()
+            .await?;
+        Ok(())
+    }
+
+    /// The index of one shard, `None` when the shard is not stored.
+    pub async fn read_shard_index(&self, key: &StoreKey) -> Result<Option<(ShardIndex, u64)>> {
+        let sharding = self
+            .chain
+            .sharding()
+            .ok_or_else(|| ZarrError::Data("array is not sharded".into()))?;
+        let shard_shape = &self.chunk_repr.shape;
+        let size = sharding
+            .index_size(shard_shape)
+            .map_err(|e| e.for_chunk(key.as_str()))? as u64;
+        let (bytes, len) = match sharding.index_location {
+            crate::zarr::codec::IndexLocation::End => match self.store.get_suffix(key, size).await?
+            {
+                Some((bytes, meta)) => (bytes, meta.size),
+                None => return Ok(None),
+            },
+            crate::zarr::codec::IndexLocation::Start => {
+                let Some(meta) = self.store.head(key).await? else {
+                    return Ok(None);
+                };
+                if meta.size < size {
+                    return Err(ZarrError::CorruptChunk {
+                        key: key.to_string(),
+                        reason: format!(
+                            "shard of {} bytes is shorter than its {size}-byte index",
+                            meta.size
+                        ),
+                    });
+                }
+                (self.store.get_range(key, 0..size).await?, meta.size)
+            }
+        };
+        if (bytes.len() as u64) < size {
+            return Err(ZarrError::CorruptChunk {
+                key: key.to_string(),
+                reason: format!("shard of {len} bytes is shorter than its {size}-byte index"),
+            });
+        }
+        let index = sharding
+            .decode_index(&bytes, shard_shape, len)
+            .map_err(|e| e.for_chunk(key.as_str()))?;
+        Ok(Some((index, len)))
+    }
+
+    async fn read_sharded(&self, selection: &Resolved, out: &Output) -> Result<()> {
+        let Some(sharding) = self.chain.sharding() else {
+            return Ok(());
+        };
+        let inner_shape: Vec<u64> = sharding.chunk_shape.iter().map(|&c| c as u64).collect();
+        let cps: Vec<u64> = self
+            .meta
+            .chunk_shape
+            .iter()
+            .zip(&inner_shape)
+            .map(|(s, c)| s / c)
+            .collect();
+        // Group the inner chunks the selection touches by the shard holding them.
+        let mut by_shard: BTreeMap<Vec<u64>, Vec<(usize, ChunkPart)>> = BTreeMap::new();
+        for (inner, part) in selection.chunks(&inner_shape) {
+            let shard: Vec<u64> = inner.iter().zip(&cps).map(|(i, c)| i / c).collect();
+            let local: Vec<u64> = inner.iter().zip(&cps).map(|(i, c)| i % c).collect();
+            let linear = local.iter().zip(&cps).fold(0u64, |acc, (l, c)| acc * c + l) as usize;
+            by_shard.entry(shard).or_default().push((linear, part));
+        }
+        let out_shape = selection.block_shape();
+        futures::stream::iter(by_shard)
+            .map(|(shard, parts)| {
+                let out = out.clone();
+                let out_shape = out_shape.clone();
+                async move { self.read_from_shard(&shard, parts, &out, &out_shape).await }
+            })
+            .buffer_unordered(CHUNK_CONCURRENCY)
+            .try_collect::<Vec<()>>()
+            .await?;
+        Ok(())
+    }
+
+    async fn read_from_shard(
+        &self,
+        shard: &[u64],
+        parts: Vec<(usize, ChunkPart)>,
+        out: &Output,
+        out_shape: &[usize],
+    ) -> Result<()> {
+        let key = self.chunk_key(shard)?;
+        let Some((index, _)) = self.read_shard_index(&key).await? else {
+            return Ok(());
+        };
+        let wanted: Vec<(std::ops::Range<u64>, ChunkPart)> = parts
+            .into_iter()
+            .filter_map(|(i, part)| index.range(i).map(|r| (r, part)))
+            .collect();
+        if wanted.is_empty() {
+            return Ok(());
+        }
+        let ranges: Vec<_> = wanted.iter().map(|(r, _)| r.clone()).collect();
+        let blobs = self.store.get_ranges(&key, &ranges).await?;
+        let jobs: Vec<_> = blobs
+            .into_iter()
+            .zip(wanted.into_iter().map(|(_, p)| p))
+            .collect();
+        futures::stream::iter(jobs)
+            .map(|(blob, part)| {
+                let (this, key, out, out_shape) =
+                    (self.clone(), key.clone(), out.clone(), out_shape.to_vec());
+                run_blocking(move || {
+                    let sharding = this
+                        .chain
+                        .sharding()
+                        .ok_or_else(|| ZarrError::Data("array is not sharded".into()))?;
+                    let inner = sharding.inner_repr(&this.chunk_repr);
+                    let chunk = sharding
+                        .decode_inner(blob.to_vec(), &this.chunk_repr)
+                        .map_err(|e| e.for_chunk(key.as_str()))?;
+                    let mut out = lock(&out);
+                    scatter_part(
+                        &chunk,
+                        &inner.shape,
+                        &part,
+                        &mut out,
+                        &out_shape,
+                        this.elem_size(),
+                    );
+                    Ok(())
+                })
+            })
+            .buffer_unordered(CHUNK_CONCURRENCY)
+            .try_collect::<Vec<()>>()
+            .await?;
+        Ok(())
+    }
+}
+
+/// One field taken out of structured data.
+#[derive(Debug, Clone)]
+pub struct FieldView {
+    pub data: ArrayBytes,
+    pub dtype: DataType,
+    /// The field's subarray shape, appended to the selection's shape.
+    pub extra_shape: Vec<u64>,
+}
+
+/// Take field `name` out of structured records.
+pub fn extract_field(data: &ArrayBytes, dtype: &DataType, name: &str) -> Result<FieldView> {
+    let field = dtype.field(name).ok_or_else(|| {
+        let names: Vec<String> = match dtype {
+            DataType::Structured(f) => f.iter().map(|f| f.name.clone()).collect(),
+            _ => vec![],
+        };
+        if names.is_empty() {
+            ZarrError::Selection(format!(
+                "field '{name}' was asked for but the array is not structured"
+            ))
+        } else {
+            ZarrError::Selection(format!(
+                "no field '{name}'; fields are {}",
+                names.join(", ")
+            ))
+        }
+    })?;
+    let record = dtype.size().unwrap_or(0);
+    let ArrayBytes::Fixed(bytes) = data else {
+        return Err(ZarrError::Selection(
+            "fields exist only on structured arrays".into(),
+        ));
+    };
+    let size = field.size();
+    let mut out = Vec::with_capacity(bytes.len() / record.max(1) * size);
+    for rec in bytes.chunks_exact(record.max(1)) {
+        out.extend_from_slice(&rec[field.offset..field.offset + size]);
+    }
+    Ok(FieldView {
+        data: ArrayBytes::Fixed(out),
+        dtype: field.dtype.clone(),
+        extra_shape: field.shape.iter().map(|&d| d as u64).collect(),
+    })
+}

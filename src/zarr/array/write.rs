@@ -1,0 +1,315 @@
+//! Writing selections. Each touched chunk goes through one read-modify-write
+//! ([`Array::update_chunk`]) that callers can wrap in a lock; a chunk the
+//! write covers entirely skips the read, and a chunk left equal to the fill
+//! value is deleted rather than stored. Sharded arrays rewrite only the shards
+//! they touch, re-encoding only the inner chunks that change.
+
+use futures::{StreamExt, TryStreamExt};
+
+use super::read::c_strides;
+use super::{run_blocking, Array, CHUNK_CONCURRENCY};
+use crate::store::StoreKey;
+use crate::zarr::buffer::{copy_mapped, ArrayBytes, DimMap};
+use crate::zarr::error::{Result, ZarrError};
+use crate::zarr::selection::{ChunkPart, Resolved};
+
+/// What a write did to the store.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WriteStats {
+    pub chunks_written: usize,
+    pub chunks_deleted: usize,
+}
+
+impl WriteStats {
+    fn add(mut self, other: WriteStats) -> Self {
+        self.chunks_written += other.chunks_written;
+        self.chunks_deleted += other.chunks_deleted;
+        self
+    }
+}
+
+/// One chunk's share of a write: where the new values go in the chunk.
+#[derive(Debug, Clone)]
+pub struct ChunkUpdate {
+    pub coords: Vec<u64>,
+    pub part: ChunkPart,
+    /// The write covers every in-bounds element, so the old value need not be read.
+    pub full: bool,
+}
+
+/// Copy the selected values from `data` (of `data_shape`) into a chunk.
+fn gather_part(
+    data: &ArrayBytes,
+    data_shape: &[usize],
+    part: &ChunkPart,
+    chunk: &mut ArrayBytes,
+    chunk_shape: &[usize],
+    elem: usize,
+) {
+    match part {
+        ChunkPart::Block(maps) => {
+            let inverse: Vec<DimMap> = maps
+                .iter()
+                .map(|m| DimMap {
+                    src: m.dst.clone(),
+                    dst: m.src.clone(),
+                })
+                .collect();
+            copy_mapped(data, data_shape, chunk, chunk_shape, &inverse, elem);
+        }
+        ChunkPart::Points(points) => {
+            let strides = c_strides(chunk_shape);
+            for (src, local) in points {
+                let dst: usize = local.iter().zip(&strides).map(|(i, s)| i * s).sum();
+                match (data, &mut *chunk) {
+                    (ArrayBytes::Fixed(d), ArrayBytes::Fixed(c)) => c[dst * elem..(dst + 1) * elem]
+                        .copy_from_slice(&d[src * elem..(src + 1) * elem]),
+                    (ArrayBytes::Variable(d), ArrayBytes::Variable(c)) => c[dst] = d[*src].clone(),
+                    _ => {}
+                }
+            }
+        }
+    }
+}
+
+/// Whether `part` covers every element of chunk `coords` inside `shape`.
+fn covers_chunk(part: &ChunkPart, coords: &[u64], chunk_shape: &[u64], shape: &[u64]) -> bool {
+    let ChunkPart::Block(maps) = part else {
+        return false;
+    };
+    maps.iter().enumerate().all(|(d, m)| {
+        let extent = chunk_shape[d].min(shape[d] - coords[d] * chunk_shape[d]) as usize;
+        let mut seen = vec![false; extent];
+        for &i in &m.src {
+            if i < extent {
+                seen[i] = true;
+            }
+        }
+        seen.into_iter().all(|s| s)
+    })
+}
+
+impl Array {
+    /// The chunk updates a write of `selection` makes, in the chunks reads and
+    /// writes work in (inner chunks when sharded).
+    pub fn plan_write(&self, selection: &Resolved) -> Vec<ChunkUpdate> {
+        let chunk_shape = self.read_chunk_shape();
+        selection
+            .chunks(&chunk_shape)
+            .into_iter()
+            .map(|(coords, part)| {
+                let full = covers_chunk(&part, &coords, &chunk_shape, &self.meta.shape);
+                ChunkUpdate { coords, part, full }
+            })
+            .collect()
+    }
+
+    fn check_data(&self, selection: &Resolved, data: &ArrayBytes) -> Result<()> {
+        let want: usize = selection.block_shape().iter().product();
+        let have = data.len(self.elem_size());
+        let kind_ok = matches!(
+            (data, self.meta.dtype.is_variable()),
+            (ArrayBytes::Fixed(_), false) | (ArrayBytes::Variable(_), true)
+        );
+        if !kind_ok
+            || have != want
+            || (!self.meta.dtype.is_variable() && data.len(1) != want * self.elem_size())
+        {
+            return Err(ZarrError::Data(format!(
+                "the selection has shape {:?} ({want} elements of {}), the data holds {have}",
+                selection.shape(),
+                self.meta.dtype.name()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Write `data` (the selection's block shape, C order) into `selection`.
+    pub async fn write(&self, selection: &Resolved, data: ArrayBytes) -> Result<WriteStats> {
+        self.check_data(selection, &data)?;
+        let data = std::sync::Arc::new(data);
+        let data_shape = selection.block_shape();
+        let updates = self.plan_write(selection);
+        if self.chain.sharding().is_some() {
+            return self.write_sharded(updates, data, data_shape).await;
+        }
+        futures::stream::iter(updates)
+            .map(|update| {
+                let (data, data_shape) = (data.clone(), data_shape.clone());
+                async move {
+                    let elem = self.elem_size();
+                    let chunk_shape = self.chunk_repr.shape.clone();
+                    let part = update.part.clone();
+                    self.update_chunk(&update.coords, update.full, move |chunk| {
+                        gather_part(&data, &data_shape, &part, chunk, &chunk_shape, elem);
+                    })
+                    .await
+                }
+            })
+            .buffer_unordered(CHUNK_CONCURRENCY)
+            .try_fold(
+                WriteStats::default(),
+                |acc, s| async move { Ok(acc.add(s)) },
+            )
+            .await
+    }
+
+    /// Read-modify-write one (unsharded) chunk: decode the stored chunk (or
+    /// start from the fill value, or skip the read when `full`), apply
+    /// `modify`, then store it, or delete it if it now equals the fill value.
+    pub async fn update_chunk(
+        &self,
+        coords: &[u64],
+        full: bool,
+        modify: impl FnOnce(&mut ArrayBytes) + Send + 'static,
+    ) -> Result<WriteStats> {
+        let key = self.chunk_key(coords)?;
+        let existing = if full {
+            None
+        } else {
+            self.store.get(&key).await?
+        };
+        let this = self.clone();
+        let key2 = key.clone();
+        let encoded = run_blocking(move || {
+            let mut chunk = match existing {
+                Some(bytes) => this.decode_chunk(&key2, bytes.to_vec())?,
+                None => this.chunk_repr.filled(),
+            };
+            modify(&mut chunk);
+            if chunk.all_equal(&this.chunk_repr.fill.0) {
+                return Ok(None);
+            }
+            this.encode_chunk(chunk).map(Some)
+        })
+        .await?;
+        self.store_chunk(&key, encoded).await
+    }
+
+    async fn store_chunk(&self, key: &StoreKey, encoded: Option<Vec<u8>>) -> Result<WriteStats> {
+        match encoded {
+            Some(bytes) => {
+                self.store.put(key, bytes.into()).await?;
+                Ok(WriteStats {
+                    chunks_written: 1,
+                    chunks_deleted: 0,
+                })
+            }
+            None => {
+                self.store.delete(key).await?;
+                Ok(WriteStats {
+                    chunks_written: 0,
+                    chunks_deleted: 1,
+                })
+            }
+        }
+    }
+
+    async fn write_sharded(
+        &self,
+        updates: Vec<ChunkUpdate>,
+        data: std::sync::Arc<ArrayBytes>,
+        data_shape: Vec<usize>,
+    ) -> Result<WriteStats> {
+        let Some(sharding) = self.chain.sharding() else {
+            return Ok(WriteStats::default());
+        };
+        let cps: Vec<u64> = self
+            .meta
+            .chunk_shape
+            .iter()
+            .zip(&sharding.chunk_shape)
+            .map(|(&s, &c)| s / c as u64)
+            .collect();
+        let mut by_shard: std::collections::BTreeMap<Vec<u64>, Vec<(usize, ChunkUpdate)>> =
+            Default::default();
+        for update in updates {
+            let shard: Vec<u64> = update.coords.iter().zip(&cps).map(|(i, c)| i / c).collect();
+            let linear = update
+                .coords
+                .iter()
+                .zip(&cps)
+                .fold(0u64, |acc, (i, c)| acc * c + i % c) as usize;
+            by_shard.entry(shard).or_default().push((linear, update));
+        }
+        futures::stream::iter(by_shard)
+            .map(|(shard, inner)| {
+                let (data, data_shape) = (data.clone(), data_shape.clone());
+                async move { self.update_shard(&shard, inner, data, data_shape).await }
+            })
+            .buffer_unordered(CHUNK_CONCURRENCY)
+            .try_fold(
+                WriteStats::default(),
+                |acc, s| async move { Ok(acc.add(s)) },
+            )
+            .await
+    }
+
+    /// Read-modify-write one shard: re-encode only the inner chunks written.
+    pub async fn update_shard(
+        &self,
+        shard: &[u64],
+        inner: Vec<(usize, ChunkUpdate)>,
+        data: std::sync::Arc<ArrayBytes>,
+        data_shape: Vec<usize>,
+    ) -> Result<WriteStats> {
+        let key = self.chunk_key(shard)?;
+        let existing = self.store.get(&key).await?;
+        let this = self.clone();
+        let key2 = key.clone();
+        let encoded = run_blocking(move || {
+            let sharding = this
+                .chain
+                .sharding()
+                .ok_or_else(|| ZarrError::Data("array is not sharded".into()))?;
+            let shard_shape = &this.chunk_repr.shape;
+            let n: usize = sharding.chunks_per_shard(shard_shape)?.iter().product();
+            let mut chunks: Vec<Option<Vec<u8>>> = vec![None; n];
+            if let Some(bytes) = &existing {
+                let range = sharding
+                    .index_range(shard_shape, bytes.len() as u64)
+                    .map_err(|e| e.for_chunk(key2.as_str()))?;
+                let index = sharding
+                    .decode_index(
+                        &bytes[range.start as usize..range.end as usize],
+                        shard_shape,
+                        bytes.len() as u64,
+                    )
+                    .map_err(|e| e.for_chunk(key2.as_str()))?;
+                for (i, slot) in chunks.iter_mut().enumerate() {
+                    *slot = index
+                        .range(i)
+                        .map(|r| bytes[r.start as usize..r.end as usize].to_vec());
+                }
+            }
+            let inner_repr = sharding.inner_repr(&this.chunk_repr);
+            for (i, update) in inner {
+                let mut chunk = match (&chunks[i], update.full) {
+                    (Some(old), false) => sharding
+                        .decode_inner(old.clone(), &this.chunk_repr)
+                        .map_err(|e| e.for_chunk(key2.as_str()))?,
+                    _ => inner_repr.filled(),
+                };
+                gather_part(
+                    &data,
+                    &data_shape,
+                    &update.part,
+                    &mut chunk,
+                    &inner_repr.shape,
+                    this.elem_size(),
+                );
+                chunks[i] = if chunk.all_equal(&inner_repr.fill.0) {
+                    None
+                } else {
+                    Some(sharding.codecs.encode(chunk, &inner_repr)?)
+                };
+            }
+            if chunks.iter().all(Option::is_none) {
+                return Ok(None);
+            }
+            sharding.assemble(&chunks, shard_shape).map(Some)
+        })
+        .await?;
+        self.store_chunk(&key, encoded).await
+    }
+}

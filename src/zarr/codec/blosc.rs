@@ -1,0 +1,293 @@
+//! Blosc (c-blosc 1.x, built by `blosc-src`) behind a small safe layer:
+//! compress and decompress with a context (no global state, so chunks can be
+//! coded on many threads), buffer sizes, and `getitem` for partial decodes.
+
+use std::ffi::{c_int, c_void, CString};
+
+use serde_json::{json, Value};
+
+use super::{v3_entry, BytesToBytesCodec};
+use crate::zarr::error::{Result, ZarrError};
+
+const COMPRESSORS: [&str; 6] = ["blosclz", "lz4", "lz4hc", "snappy", "zlib", "zstd"];
+const MAX_OVERHEAD: usize = blosc_src::BLOSC_MAX_OVERHEAD as usize;
+const MIN_HEADER: usize = 16;
+
+/// Shuffle filter applied before compression.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shuffle {
+    None,
+    Byte,
+    Bit,
+    /// numcodecs' `-1`: bit shuffle for 1-byte items, byte shuffle otherwise.
+    Auto,
+}
+
+#[derive(Debug, Clone)]
+pub struct BloscCodec {
+    pub cname: String,
+    pub clevel: u8,
+    pub shuffle: Shuffle,
+    pub blocksize: usize,
+    /// Item size the shuffle works on; v2 takes it from the data type.
+    pub typesize: usize,
+}
+
+fn err(reason: impl Into<String>) -> ZarrError {
+    ZarrError::codec("blosc", reason)
+}
+
+/// Uncompressed, compressed and block sizes from a Blosc header, after
+/// checking the buffer is safe to decompress.
+pub fn cbuffer_sizes(src: &[u8]) -> Result<(usize, usize, usize)> {
+    if src.len() < MIN_HEADER {
+        return Err(err(format!(
+            "{} bytes is shorter than a Blosc header",
+            src.len()
+        )));
+    }
+    let mut nbytes = 0usize;
+    // SAFETY: `src` is a live slice of `src.len()` bytes and validate reads at most that.
+    let rc = unsafe {
+        blosc_src::blosc_cbuffer_validate(src.as_ptr() as *const c_void, src.len(), &mut nbytes)
+    };
+    if rc != 0 {
+        return Err(err("not a valid Blosc buffer (header and length disagree)"));
+    }
+    let (mut n, mut cbytes, mut block) = (0usize, 0usize, 0usize);
+    // SAFETY: validated above; the call reads only the 16-byte header.
+    unsafe {
+        blosc_src::blosc_cbuffer_sizes(
+            src.as_ptr() as *const c_void,
+            &mut n,
+            &mut cbytes,
+            &mut block,
+        )
+    };
+    Ok((n, cbytes, block))
+}
+
+/// Decompress a Blosc buffer with a private context.
+pub fn decompress(src: &[u8]) -> Result<Vec<u8>> {
+    let (nbytes, _, _) = cbuffer_sizes(src)?;
+    let mut out = vec![0u8; nbytes];
+    if nbytes == 0 {
+        return Ok(out);
+    }
+    // SAFETY: `out` has `nbytes` bytes, the size the validated header promises.
+    let rc = unsafe {
+        blosc_src::blosc_decompress_ctx(
+            src.as_ptr() as *const c_void,
+            out.as_mut_ptr() as *mut c_void,
+            out.len(),
+            1,
+        )
+    };
+    if rc < 0 || rc as usize != nbytes {
+        return Err(err(format!("decompression failed (code {rc})")));
+    }
+    Ok(out)
+}
+
+/// Decode `nitems` items of `typesize` bytes starting at item `start`,
+/// touching only the Blosc blocks that hold them.
+pub fn get_items(src: &[u8], start: usize, nitems: usize, typesize: usize) -> Result<Vec<u8>> {
+    let (nbytes, _, _) = cbuffer_sizes(src)?;
+    let end = start
+        .checked_add(nitems)
+        .and_then(|e| e.checked_mul(typesize));
+    if end.is_none_or(|e| e > nbytes) || typesize == 0 {
+        return Err(err(format!(
+            "items {start}..{} are outside the buffer",
+            start + nitems
+        )));
+    }
+    // blosc_getitem reads items of the typesize stored in the header.
+    let (mut stored_typesize, mut flags) = (0usize, 0 as c_int);
+    // SAFETY: validated header.
+    unsafe {
+        blosc_src::blosc_cbuffer_metainfo(
+            src.as_ptr() as *const c_void,
+            &mut stored_typesize,
+            &mut flags,
+        )
+    };
+    if stored_typesize != typesize {
+        return Err(err(format!(
+            "buffer typesize is {stored_typesize}, not {typesize}"
+        )));
+    }
+    let mut out = vec![0u8; nitems * typesize];
+    let (s, n) = (
+        c_int::try_from(start).map_err(|_| err("start too large"))?,
+        c_int::try_from(nitems).map_err(|_| err("too many items"))?,
+    );
+    // SAFETY: `out` holds nitems*typesize bytes; the range was checked against the header.
+    let rc = unsafe {
+        blosc_src::blosc_getitem(
+            src.as_ptr() as *const c_void,
+            s,
+            n,
+            out.as_mut_ptr() as *mut c_void,
+        )
+    };
+    if rc < 0 {
+        return Err(err(format!("getitem failed (code {rc})")));
+    }
+    Ok(out)
+}
+
+impl BloscCodec {
+    pub fn new(
+        cname: &str,
+        clevel: i64,
+        shuffle: Shuffle,
+        blocksize: usize,
+        typesize: usize,
+    ) -> Result<Self> {
+        if !COMPRESSORS.contains(&cname) || cname == "snappy" {
+            return Err(err(format!(
+                "cname '{cname}' is not one of blosclz, lz4, lz4hc, zlib, zstd"
+            )));
+        }
+        if !(0..=9).contains(&clevel) {
+            return Err(err(format!("clevel {clevel} is not in 0..=9")));
+        }
+        Ok(BloscCodec {
+            cname: cname.to_string(),
+            clevel: clevel as u8,
+            shuffle,
+            blocksize,
+            typesize: typesize.max(1),
+        })
+    }
+
+    /// numcodecs configuration (v2 `compressor`, v3 `numcodecs.blosc`).
+    pub fn from_numcodecs(config: &Value, typesize: usize) -> Result<Self> {
+        let cname = config.get("cname").and_then(Value::as_str).unwrap_or("lz4");
+        let clevel = config.get("clevel").and_then(Value::as_i64).unwrap_or(5);
+        let shuffle = match config.get("shuffle").and_then(Value::as_i64).unwrap_or(1) {
+            -1 => Shuffle::Auto,
+            0 => Shuffle::None,
+            1 => Shuffle::Byte,
+            2 => Shuffle::Bit,
+            other => return Err(err(format!("shuffle {other} is not -1, 0, 1 or 2"))),
+        };
+        let blocksize = config.get("blocksize").and_then(Value::as_u64).unwrap_or(0) as usize;
+        let typesize = config
+            .get("typesize")
+            .and_then(Value::as_u64)
+            .map(|t| t as usize)
+            .unwrap_or(typesize);
+        BloscCodec::new(cname, clevel, shuffle, blocksize, typesize)
+    }
+
+    /// v3 `blosc` configuration.
+    pub fn from_v3(config: Option<&Value>, default_typesize: usize) -> Result<Self> {
+        let config = config.ok_or_else(|| err("configuration is required"))?;
+        let cname = config
+            .get("cname")
+            .and_then(Value::as_str)
+            .ok_or_else(|| err("cname is required"))?;
+        let clevel = config
+            .get("clevel")
+            .and_then(Value::as_i64)
+            .ok_or_else(|| err("clevel is required"))?;
+        let shuffle = match config.get("shuffle").and_then(Value::as_str) {
+            Some("noshuffle") => Shuffle::None,
+            Some("shuffle") => Shuffle::Byte,
+            Some("bitshuffle") => Shuffle::Bit,
+            other => {
+                return Err(err(format!(
+                    "shuffle {other:?} is not noshuffle, shuffle or bitshuffle"
+                )))
+            }
+        };
+        let typesize = match config.get("typesize") {
+            Some(Value::Number(n)) => n.as_u64().unwrap_or(1) as usize,
+            _ => default_typesize,
+        };
+        let blocksize = config.get("blocksize").and_then(Value::as_u64).unwrap_or(0) as usize;
+        BloscCodec::new(cname, clevel, shuffle, blocksize, typesize)
+    }
+
+    fn shuffle_code(&self) -> c_int {
+        match self.shuffle {
+            Shuffle::None => 0,
+            Shuffle::Byte => 1,
+            Shuffle::Bit => 2,
+            Shuffle::Auto if self.typesize == 1 => 2,
+            Shuffle::Auto => 1,
+        }
+    }
+
+    /// The codec as numcodecs writes it in v2 metadata.
+    pub fn to_numcodecs(&self) -> Value {
+        let shuffle = match self.shuffle {
+            Shuffle::None => 0,
+            Shuffle::Byte => 1,
+            Shuffle::Bit => 2,
+            Shuffle::Auto => -1,
+        };
+        json!({"id": "blosc", "cname": self.cname, "clevel": self.clevel, "shuffle": shuffle, "blocksize": self.blocksize})
+    }
+}
+
+impl BytesToBytesCodec for BloscCodec {
+    fn encode(&self, bytes: Vec<u8>) -> Result<Vec<u8>> {
+        let mut out = vec![0u8; bytes.len() + MAX_OVERHEAD];
+        let cname = CString::new(self.cname.as_str()).map_err(|_| err("bad cname"))?;
+        // SAFETY: `out` has len+MAX_OVERHEAD bytes, which Blosc guarantees is enough.
+        let n = unsafe {
+            blosc_src::blosc_compress_ctx(
+                self.clevel as c_int,
+                self.shuffle_code(),
+                self.typesize,
+                bytes.len(),
+                bytes.as_ptr() as *const c_void,
+                out.as_mut_ptr() as *mut c_void,
+                out.len(),
+                cname.as_ptr(),
+                self.blocksize,
+                1,
+            )
+        };
+        if n <= 0 {
+            return Err(err(format!("compression failed (code {n})")));
+        }
+        out.truncate(n as usize);
+        Ok(out)
+    }
+
+    fn decode(&self, bytes: Vec<u8>) -> Result<Vec<u8>> {
+        decompress(&bytes)
+    }
+
+    fn to_v3(&self) -> Value {
+        let shuffle = match self.shuffle_code() {
+            0 => "noshuffle",
+            1 => "shuffle",
+            _ => "bitshuffle",
+        };
+        v3_entry(
+            "blosc",
+            json!({"cname": self.cname, "clevel": self.clevel, "shuffle": shuffle, "typesize": self.typesize, "blocksize": self.blocksize}),
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn getitem_reads_a_slice() {
+        let data: Vec<u8> = (0..4000u32).flat_map(|i| i.to_le_bytes()).collect();
+        let codec = BloscCodec::new("lz4", 5, Shuffle::Byte, 0, 4).unwrap();
+        let packed = codec.encode(data.clone()).unwrap();
+        assert_eq!(cbuffer_sizes(&packed).unwrap().0, data.len());
+        assert_eq!(get_items(&packed, 10, 3, 4).unwrap(), data[40..52]);
+        assert!(get_items(&packed, 3999, 2, 4).is_err());
+        assert!(decompress(&packed[..packed.len() - 1]).is_err());
+    }
+}

@@ -1,0 +1,188 @@
+//! Codecs, split by kind as the v3 spec does: array→array (transpose, delta,
+//! scale-offset...), array→bytes (bytes, vlen, sharding) and bytes→bytes
+//! (compressors and checksums). A [`CodecChain`] composes them; v2
+//! filters+compressor are expressed as the same chain.
+
+pub mod blosc;
+mod bytes;
+mod checksum;
+mod compress;
+mod numeric;
+mod registry;
+mod sharding;
+mod transform;
+mod transpose;
+mod vlen;
+
+pub use self::blosc::BloscCodec;
+pub use self::bytes::BytesCodec;
+pub use self::registry::{build_v2_chain, build_v3_chain, V2Filters};
+pub use self::sharding::{IndexLocation, ShardIndex, ShardingCodec};
+
+use std::fmt::Debug;
+
+use serde_json::Value;
+
+use super::buffer::ArrayBytes;
+use super::dtype::DataType;
+use super::error::Result;
+use super::fill::FillValue;
+
+/// What a codec sees of the chunk it codes: shape, element type, fill value.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChunkRepr {
+    pub shape: Vec<usize>,
+    pub dtype: DataType,
+    pub fill: FillValue,
+}
+
+impl ChunkRepr {
+    pub fn num_elements(&self) -> usize {
+        self.shape.iter().product()
+    }
+    /// A chunk holding only the fill value.
+    pub fn filled(&self) -> ArrayBytes {
+        ArrayBytes::filled(&self.fill.0, self.num_elements(), self.dtype.is_variable())
+    }
+    /// Size in bytes of fixed-size data, `None` for variable-length types.
+    pub fn nbytes(&self) -> Option<usize> {
+        self.dtype.size().map(|s| s * self.num_elements())
+    }
+}
+
+/// Array → array codecs change layout or values, never the element count's meaning.
+pub trait ArrayToArrayCodec: Debug + Send + Sync {
+    /// What the encoded array looks like.
+    fn encoded_repr(&self, decoded: &ChunkRepr) -> Result<ChunkRepr>;
+    fn encode(&self, data: ArrayBytes, decoded: &ChunkRepr) -> Result<ArrayBytes>;
+    fn decode(&self, data: ArrayBytes, decoded: &ChunkRepr) -> Result<ArrayBytes>;
+    /// The codec as v3 metadata writes it.
+    fn to_v3(&self) -> Value;
+}
+
+/// Array → bytes codecs serialize elements.
+pub trait ArrayToBytesCodec: Debug + Send + Sync {
+    fn encode(&self, data: ArrayBytes, repr: &ChunkRepr) -> Result<Vec<u8>>;
+    fn decode(&self, bytes: Vec<u8>, repr: &ChunkRepr) -> Result<ArrayBytes>;
+    /// Encoded size when it does not depend on the values (for shard indexes).
+    fn fixed_encoded_size(&self, _repr: &ChunkRepr) -> Option<usize> {
+        None
+    }
+    fn to_v3(&self) -> Value;
+    /// The sharding codec, for partial reads that fetch inner chunks by range.
+    fn as_sharding(&self) -> Option<&ShardingCodec> {
+        None
+    }
+}
+
+/// Bytes → bytes codecs compress or checksum.
+pub trait BytesToBytesCodec: Debug + Send + Sync {
+    fn encode(&self, bytes: Vec<u8>) -> Result<Vec<u8>>;
+    fn decode(&self, bytes: Vec<u8>) -> Result<Vec<u8>>;
+    /// Bytes added whatever the input, when fixed (checksums); `None` for compressors.
+    fn fixed_overhead(&self) -> Option<usize> {
+        None
+    }
+    fn to_v3(&self) -> Value;
+}
+
+/// A full pipeline: array→array codecs, one array→bytes codec, bytes→bytes codecs.
+#[derive(Debug)]
+pub struct CodecChain {
+    pub array_to_array: Vec<Box<dyn ArrayToArrayCodec>>,
+    pub array_to_bytes: Box<dyn ArrayToBytesCodec>,
+    pub bytes_to_bytes: Vec<Box<dyn BytesToBytesCodec>>,
+}
+
+impl CodecChain {
+    /// The representations seen by each array→array codec, then the array→bytes one.
+    fn reprs(&self, decoded: &ChunkRepr) -> Result<Vec<ChunkRepr>> {
+        let mut reprs = vec![decoded.clone()];
+        for codec in &self.array_to_array {
+            let next = codec.encoded_repr(reprs.last().unwrap_or(decoded))?;
+            reprs.push(next);
+        }
+        Ok(reprs)
+    }
+
+    pub fn encode(&self, data: ArrayBytes, decoded: &ChunkRepr) -> Result<Vec<u8>> {
+        let reprs = self.reprs(decoded)?;
+        let mut data = data;
+        for (codec, repr) in self.array_to_array.iter().zip(&reprs) {
+            data = codec.encode(data, repr)?;
+        }
+        let mut bytes = self.array_to_bytes.encode(data, &reprs[reprs.len() - 1])?;
+        for codec in &self.bytes_to_bytes {
+            bytes = codec.encode(bytes)?;
+        }
+        Ok(bytes)
+    }
+
+    pub fn decode(&self, bytes: Vec<u8>, decoded: &ChunkRepr) -> Result<ArrayBytes> {
+        let reprs = self.reprs(decoded)?;
+        let mut bytes = bytes;
+        for codec in self.bytes_to_bytes.iter().rev() {
+            bytes = codec.decode(bytes)?;
+        }
+        let mut data = self.array_to_bytes.decode(bytes, &reprs[reprs.len() - 1])?;
+        for (codec, repr) in self.array_to_array.iter().zip(&reprs).rev() {
+            data = codec.decode(data, repr)?;
+        }
+        check_decoded(&data, decoded)?;
+        Ok(data)
+    }
+
+    /// Encoded size independent of values, if every codec has one.
+    pub fn fixed_encoded_size(&self, decoded: &ChunkRepr) -> Option<usize> {
+        if !self.array_to_array.is_empty() {
+            return None;
+        }
+        let mut size = self.array_to_bytes.fixed_encoded_size(decoded)?;
+        for codec in &self.bytes_to_bytes {
+            size += codec.fixed_overhead()?;
+        }
+        Some(size)
+    }
+
+    /// The sharding codec when it is the whole chain (the usual layout).
+    pub fn sharding(&self) -> Option<&ShardingCodec> {
+        if self.array_to_array.is_empty() && self.bytes_to_bytes.is_empty() {
+            self.array_to_bytes.as_sharding()
+        } else {
+            None
+        }
+    }
+
+    /// The chain as a v3 `codecs` list.
+    pub fn to_v3(&self) -> Value {
+        let mut out: Vec<Value> = self.array_to_array.iter().map(|c| c.to_v3()).collect();
+        out.push(self.array_to_bytes.to_v3());
+        out.extend(self.bytes_to_bytes.iter().map(|c| c.to_v3()));
+        Value::Array(out)
+    }
+}
+
+fn check_decoded(data: &ArrayBytes, repr: &ChunkRepr) -> Result<()> {
+    let ok = match (data, repr.nbytes()) {
+        (ArrayBytes::Fixed(b), Some(n)) => b.len() == n,
+        (ArrayBytes::Variable(v), None) => v.len() == repr.num_elements(),
+        _ => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err(super::error::ZarrError::Data(format!(
+            "decoded chunk does not hold {} elements of {}",
+            repr.num_elements(),
+            repr.dtype.name()
+        )))
+    }
+}
+
+/// A v3 codec entry: name and configuration object.
+pub(crate) fn v3_entry(name: &str, config: Value) -> Value {
+    serde_json::json!({"name": name, "configuration": config})
+}
+
+#[cfg(test)]
+mod conformance;

@@ -1,0 +1,611 @@
+//! Nodes in a store: finding and parsing metadata of any version, walking
+//! the tree, and the operations that change it (create, attributes, resize,
+//! append, delete).
+
+use futures::future::try_join3;
+use serde_json::{json, Map, Value};
+
+use super::array::Array;
+use super::buffer::ArrayBytes;
+use super::chunk_key::ChunkKeyEncoding;
+use super::dtype::{DataType, Endian};
+use super::error::{Result, ZarrError};
+use super::fill::parse_fill;
+use super::metadata::{
+    parse_json, v1, v2, v3, ArrayMetadata, CodecSpec, GroupMetadata, NodeMetadata, Order,
+};
+use super::selection::{Indices, Resolved, ResolvedDim};
+use crate::store::{Store, StoreKey};
+
+/// A Zarr hierarchy in a store.
+#[derive(Debug, Clone)]
+pub struct Hierarchy {
+    store: Store,
+}
+
+fn doc_key(path: &StoreKey, name: &str) -> Result<StoreKey> {
+    Ok(path.join(name)?)
+}
+
+/// What to create: the fields of `PUT /api/v1/meta` and of `zarr.create_array`.
+#[derive(Debug, Clone)]
+pub struct ArraySpec {
+    pub zarr_format: u8,
+    pub shape: Vec<u64>,
+    /// Chunk shape (inner chunks when sharded); guessed when `None`.
+    pub chunks: Option<Vec<u64>>,
+    /// Shard shape (v3 only): wraps `codecs` in `sharding_indexed`.
+    pub shards: Option<Vec<u64>>,
+    pub dtype: DataType,
+    /// Byte order for v2 (`|`-less types ignore it).
+    pub endian: Endian,
+    pub fill_value: Value,
+    /// v3 codecs (array→array, array→bytes, bytes→bytes); default bytes + zstd.
+    pub codecs: Option<Value>,
+    /// v2 compressor (`null` for none); default blosc lz4.
+    pub compressor: Option<Value>,
+    pub filters: Option<Value>,
+    pub order: Order,
+    pub dimension_names: Option<Vec<Option<String>>>,
+    pub attributes: Map<String, Value>,
+    pub separator: Option<char>,
+}
+
+impl ArraySpec {
+    /// An array with zarr-python 3's defaults.
+    pub fn new(zarr_format: u8, shape: Vec<u64>, dtype: DataType) -> Self {
+        ArraySpec {
+            zarr_format,
+            shape,
+            chunks: None,
+            shards: None,
+            dtype,
+            endian: Endian::Little,
+            fill_value: Value::Null,
+            codecs: None,
+            compressor: None,
+            filters: None,
+            order: Order::C,
+            dimension_names: None,
+            attributes: Map::new(),
+            separator: None,
+        }
+    }
+}
+
+/// zarr-python's chunk guess: about 256 KiB to 64 MiB per chunk, growing with the array.
+pub fn guess_chunks(shape: &[u64], typesize: usize) -> Vec<u64> {
+    const BASE: f64 = 256.0 * 1024.0;
+    const MIN: f64 = 128.0 * 1024.0;
+    const MAX: f64 = 64.0 * 1024.0 * 1024.0;
+    let mut chunks: Vec<f64> = shape.iter().map(|&s| s.max(1) as f64).collect();
+    if chunks.is_empty() {
+        return vec![];
+    }
+    let typesize = typesize.max(1) as f64;
+    let size = chunks.iter().product::<f64>() * typesize;
+    let target = (BASE * 2f64.powf((size / (1024.0 * 1024.0)).log10())).clamp(MIN, MAX);
+    let mut idx = 0;
+    loop {
+        let bytes = chunks.iter().product::<f64>() * typesize;
+        if (bytes < target || (bytes - target).abs() / target < 0.5) && bytes < MAX {
+            break;
+        }
+        if chunks.iter().product::<f64>() <= 1.0 {
+            break;
+        }
+        let d = idx % chunks.len();
+        chunks[d] = (chunks[d] / 2.0).ceil();
+        idx += 1;
+    }
+    chunks.into_iter().map(|c| c as u64).collect()
+}
+
+fn default_v3_codecs(dtype: &DataType) -> Value {
+    let zstd = json!({"name": "zstd", "configuration": {"level": 0, "checksum": false}});
+    let serializer = match dtype {
+        DataType::String => json!({"name": "vlen-utf8", "configuration": {}}),
+        DataType::Bytes => json!({"name": "vlen-bytes", "configuration": {}}),
+        d if d.has_byte_order() => json!({"name": "bytes", "configuration": {"endian": "little"}}),
+        _ => json!({"name": "bytes"}),
+    };
+    json!([serializer, zstd])
+}
+
+/// The metadata documents of an array: (name, document) pairs.
+pub fn array_documents(meta: &ArrayMetadata) -> Vec<(&'static str, Value)> {
+    match &meta.codecs {
+        CodecSpec::V3(codecs) => vec![("zarr.json", v3::array_document(meta, codecs))],
+        CodecSpec::V2 {
+            filters,
+            compressor,
+            endian,
+        } => {
+            let mut docs = vec![(
+                ".zarray",
+                v2::array_document(meta, filters, compressor, *endian),
+            )];
+            if !meta.attributes.is_empty() {
+                docs.push((".zattrs", v2::attributes_document(&meta.attributes)));
+            }
+            docs
+        }
+    }
+}
+
+impl Hierarchy {
+    pub fn new(store: Store) -> Self {
+        Hierarchy { store }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    async fn read_doc(&self, key: &StoreKey) -> Result<Option<Value>> {
+        match self.store.get(key).await? {
+            Some(bytes) => Ok(Some(parse_json(key.as_str(), &bytes)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The node at `path`, from its own documents (or an implicit group).
+    pub async fn node(&self, path: &StoreKey) -> Result<NodeMetadata> {
+        let zarr_json = doc_key(path, "zarr.json")?;
+        if let Some(doc) = self.read_doc(&zarr_json).await? {
+            return v3::parse(zarr_json.as_str(), &doc);
+        }
+        let (zarray_key, zgroup_key, zattrs_key) = (
+            doc_key(path, ".zarray")?,
+            doc_key(path, ".zgroup")?,
+            doc_key(path, ".zattrs")?,
+        );
+        let (zarray, zgroup, zattrs) = try_join3(
+            self.read_doc(&zarray_key),
+            self.read_doc(&zgroup_key),
+            self.read_doc(&zattrs_key),
+        )
+        .await?;
+        if let Some(doc) = zarray {
+            return Ok(NodeMetadata::Array(Box::new(v2::parse_array(
+                zarray_key.as_str(),
+                &doc,
+                zattrs.as_ref(),
+            )?)));
+        }
+        if let Some(doc) = zgroup {
+            let mut group = v2::parse_group(zgroup_key.as_str(), &doc, zattrs.as_ref())?;
+            let zmetadata = doc_key(path, ".zmetadata")?;
+            if let Some(doc) = self.read_doc(&zmetadata).await? {
+                group.consolidated = Some(v2::parse_consolidated(zmetadata.as_str(), &doc)?);
+            }
+            return Ok(NodeMetadata::Group(group));
+        }
+        let meta_key = doc_key(path, "meta")?;
+        if let Some(doc) = self.read_doc(&meta_key).await? {
+            let attrs = self.read_doc(&doc_key(path, "attrs")?).await?;
+            return Ok(NodeMetadata::Array(Box::new(v1::parse(
+                meta_key.as_str(),
+                &doc,
+                attrs.as_ref(),
+            )?)));
+        }
+        let listing = self.store.list_dir(path).await?;
+        if path.is_root() || !listing.prefixes.is_empty() || !listing.keys.is_empty() {
+            return Ok(NodeMetadata::Group(GroupMetadata {
+                zarr_format: 3,
+                implicit: true,
+                ..Default::default()
+            }));
+        }
+        Err(ZarrError::NodeNotFound {
+            path: path.to_string(),
+        })
+    }
+
+    /// The array at `path`.
+    pub async fn array(&self, path: &StoreKey) -> Result<Array> {
+        match self.node(path).await? {
+            NodeMetadata::Array(meta) => Array::new(self.store.clone(), path.clone(), *meta),
+            NodeMetadata::Group(_) => Err(ZarrError::WrongNodeType {
+                path: path.to_string(),
+                expected: "array",
+                found: "group",
+            }),
+        }
+    }
+
+    /// The nodes directly below a group, by name.
+    pub async fn children(&self, path: &StoreKey) -> Result<Vec<(String, NodeMetadata)>> {
+        let listing = self.store.list_dir(path).await?;
+        let mut out = Vec::new();
+        for name in listing.prefixes {
+            let child = path.join(&name)?;
+            match self.node(&child).await {
+                Ok(NodeMetadata::Group(g))
+                    if g.implicit && !self.has_descendant_node(&child).await? => {}
+                Ok(node) => out.push((name, node)),
+                Err(ZarrError::NodeNotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Whether any metadata document lies below `path` (so it is an implicit group).
+    async fn has_descendant_node(&self, path: &StoreKey) -> Result<bool> {
+        let keys = self.store.list_recursive(path).await?;
+        Ok(keys
+            .iter()
+            .any(|k| matches!(k.name(), "zarr.json" | ".zarray" | ".zgroup" | "meta")))
+    }
+
+    /// Every node at and below `path`, as (path relative to the store root, node),
+    /// using consolidated metadata when the start node has it.
+    pub async fn walk(&self, path: &StoreKey) -> Result<Vec<(String, NodeMetadata)>> {
+        let root = self.node(path).await?;
+        let mut out = vec![(path.to_string(), root.clone())];
+        if let NodeMetadata::Group(GroupMetadata {
+            consolidated: Some(nodes),
+            ..
+        }) = &root
+        {
+            for (rel, node) in nodes {
+                if rel.is_empty() {
+                    continue;
+                }
+                out.push((path.join(rel)?.to_string(), node.clone()));
+            }
+            return Ok(out);
+        }
+        let mut stack = vec![path.clone()];
+        while let Some(group) = stack.pop() {
+            for (name, node) in self.children(&group).await? {
+                let child = group.join(&name)?;
+                if matches!(node, NodeMetadata::Group(_)) {
+                    stack.push(child.clone());
+                }
+                out.push((child.to_string(), node));
+            }
+        }
+        out.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(out)
+    }
+
+    async fn exists(&self, path: &StoreKey) -> Result<bool> {
+        for name in ["zarr.json", ".zarray", ".zgroup", "meta"] {
+            if self.store.head(&doc_key(path, name)?).await?.is_some() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Create groups for every missing ancestor of `path`.
+    async fn create_parents(&self, path: &StoreKey, zarr_format: u8) -> Result<()> {
+        let mut parent = path.parent();
+        let mut missing = Vec::new();
+        while let Some(p) = parent {
+            if self.exists(&p).await? {
+                break;
+            }
+            parent = p.parent();
+            missing.push(p);
+        }
+        for p in missing.into_iter().rev() {
+            self.write_group(&p, zarr_format, &Map::new()).await?;
+        }
+        Ok(())
+    }
+
+    async fn put_json(&self, key: StoreKey, doc: &Value) -> Result<()> {
+        let bytes = serde_json::to_vec_pretty(doc).map_err(|e| ZarrError::Data(e.to_string()))?;
+        self.store.put(&key, bytes.into()).await?;
+        Ok(())
+    }
+
+    async fn write_group(
+        &self,
+        path: &StoreKey,
+        zarr_format: u8,
+        attributes: &Map<String, Value>,
+    ) -> Result<()> {
+        match zarr_format {
+            3 => {
+                self.put_json(doc_key(path, "zarr.json")?, &v3::group_document(attributes))
+                    .await
+            }
+            2 => {
+                self.put_json(doc_key(path, ".zgroup")?, &json!({"zarr_format": 2}))
+                    .await?;
+                if !attributes.is_empty() {
+                    self.put_json(
+                        doc_key(path, ".zattrs")?,
+                        &Value::Object(attributes.clone()),
+                    )
+                    .await?;
+                }
+                Ok(())
+            }
+            other => Err(ZarrError::Data(format!(
+                "cannot create zarr_format {other} nodes (2 and 3 are supported)"
+            ))),
+        }
+    }
+
+    async fn prepare_create(
+        &self,
+        path: &StoreKey,
+        zarr_format: u8,
+        overwrite: bool,
+    ) -> Result<()> {
+        if self.exists(path).await? {
+            if !overwrite {
+                return Err(ZarrError::NodeExists {
+                    path: path.to_string(),
+                });
+            }
+            self.delete(path).await?;
+        }
+        self.create_parents(path, zarr_format).await
+    }
+
+    /// Create a group.
+    pub async fn create_group(
+        &self,
+        path: &StoreKey,
+        zarr_format: u8,
+        attributes: Map<String, Value>,
+        overwrite: bool,
+    ) -> Result<()> {
+        self.prepare_create(path, zarr_format, overwrite).await?;
+        self.write_group(path, zarr_format, &attributes).await
+    }
+
+    /// The metadata `spec` describes, checked by building its codecs.
+    pub fn array_metadata(spec: &ArraySpec) -> Result<ArrayMetadata> {
+        let typesize = spec.dtype.size().unwrap_or(16);
+        let chunks = spec
+            .chunks
+            .clone()
+            .unwrap_or_else(|| guess_chunks(spec.shards.as_ref().unwrap_or(&spec.shape), typesize));
+        let fill_value = parse_fill(&spec.dtype, &spec.fill_value)?;
+        let (chunk_shape, codecs) = match spec.zarr_format {
+            3 => {
+                let inner = spec
+                    .codecs
+                    .clone()
+                    .unwrap_or_else(|| default_v3_codecs(&spec.dtype));
+                match &spec.shards {
+                    Some(shards) => (
+                        shards.clone(),
+                        CodecSpec::V3(json!([{"name": "sharding_indexed", "configuration": {
+                            "chunk_shape": chunks,
+                            "codecs": inner,
+                            "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "crc32c"}],
+                            "index_location": "end"}}])),
+                    ),
+                    None => (chunks, CodecSpec::V3(inner)),
+                }
+            }
+            2 => {
+                if spec.shards.is_some() {
+                    return Err(ZarrError::Data("shards need zarr_format 3".into()));
+                }
+                let filters = match (&spec.filters, &spec.dtype) {
+                    (Some(f), _) => f.clone(),
+                    (None, DataType::String) => json!([{"id": "vlen-utf8"}]),
+                    (None, DataType::Bytes) => json!([{"id": "vlen-bytes"}]),
+                    (None, _) => Value::Null,
+                };
+                let compressor = spec
+                    .compressor
+                    .clone()
+                    .unwrap_or_else(|| json!({"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1, "blocksize": 0}));
+                (
+                    chunks,
+                    CodecSpec::V2 {
+                        filters,
+                        compressor,
+                        endian: spec.endian,
+                    },
+                )
+            }
+            other => {
+                return Err(ZarrError::Data(format!(
+                    "cannot create zarr_format {other} arrays (2 and 3 are supported)"
+                )))
+            }
+        };
+        let chunk_key_encoding = match spec.zarr_format {
+            3 => ChunkKeyEncoding::Default {
+                separator: spec.separator.unwrap_or('/'),
+            },
+            _ => ChunkKeyEncoding::V2 {
+                separator: spec.separator.unwrap_or('.'),
+            },
+        };
+        let fill_value_json = match (spec.zarr_format, &spec.fill_value) {
+            (2, Value::Null) => Value::Null,
+            _ => super::fill::fill_to_v3_json(&spec.dtype, &fill_value),
+        };
+        let meta = ArrayMetadata {
+            zarr_format: spec.zarr_format,
+            shape: spec.shape.clone(),
+            chunk_shape,
+            dtype: spec.dtype.clone(),
+            fill_value,
+            fill_value_json,
+            order: if spec.zarr_format == 2 {
+                spec.order
+            } else {
+                Order::C
+            },
+            chunk_key_encoding,
+            codecs,
+            attributes: spec.attributes.clone(),
+            dimension_names: spec.dimension_names.clone(),
+        };
+        meta.validate("the new array")?;
+        if spec.zarr_format == 3 && spec.order == Order::F {
+            return Err(ZarrError::Data(
+                "order F is a v2 option; use a transpose codec in v3".into(),
+            ));
+        }
+        Ok(meta)
+    }
+
+    /// Create an array.
+    pub async fn create_array(
+        &self,
+        path: &StoreKey,
+        spec: &ArraySpec,
+        overwrite: bool,
+    ) -> Result<Array> {
+        let meta = Self::array_metadata(spec)?;
+        let array = Array::new(self.store.clone(), path.clone(), meta.clone())?;
+        self.prepare_create(path, spec.zarr_format, overwrite)
+            .await?;
+        self.write_array_metadata(path, &meta).await?;
+        Ok(array)
+    }
+
+    /// Store an array's metadata documents.
+    pub async fn write_array_metadata(&self, path: &StoreKey, meta: &ArrayMetadata) -> Result<()> {
+        for (name, doc) in array_documents(meta) {
+            self.put_json(doc_key(path, name)?, &doc).await?;
+        }
+        if meta.zarr_format == 2 && meta.attributes.is_empty() {
+            self.store.delete(&doc_key(path, ".zattrs")?).await?;
+        }
+        Ok(())
+    }
+
+    /// Replace a node's attributes.
+    pub async fn set_attributes(
+        &self,
+        path: &StoreKey,
+        attributes: Map<String, Value>,
+    ) -> Result<()> {
+        match self.node(path).await? {
+            NodeMetadata::Array(mut meta) => {
+                meta.attributes = attributes;
+                self.write_array_metadata(path, &meta).await
+            }
+            NodeMetadata::Group(g) if g.implicit => self.write_group(path, 3, &attributes).await,
+            NodeMetadata::Group(g) => self.write_group(path, g.zarr_format, &attributes).await,
+        }
+    }
+
+    /// Change an array's shape; chunks wholly outside the new shape are deleted.
+    pub async fn resize(&self, path: &StoreKey, shape: Vec<u64>) -> Result<ArrayMetadata> {
+        let array = self.array(path).await?;
+        let mut meta = array.metadata().clone();
+        if shape.len() != meta.shape.len() {
+            return Err(ZarrError::Data(format!(
+                "new shape {shape:?} has {} dimensions, the array has {}",
+                shape.len(),
+                meta.shape.len()
+            )));
+        }
+        let shrinks = shape.iter().zip(&meta.shape).any(|(n, o)| n < o);
+        meta.shape = shape.clone();
+        meta.validate(&super::array::metadata_key(path, meta.zarr_format))?;
+        self.write_array_metadata(path, &meta).await?;
+        if shrinks {
+            self.delete_chunks_outside(&array, &shape).await?;
+        }
+        Ok(meta)
+    }
+
+    async fn delete_chunks_outside(&self, array: &Array, shape: &[u64]) -> Result<()> {
+        let meta = array.metadata();
+        let prefix_len = if array.path().is_root() {
+            0
+        } else {
+            array.path().as_str().len() + 1
+        };
+        for key in self.store.list_recursive(array.path()).await? {
+            let rel = &key.as_str()[prefix_len..];
+            let Some(coords) = meta.chunk_key_encoding.decode(rel, meta.ndim()) else {
+                continue;
+            };
+            let outside = coords
+                .iter()
+                .zip(&meta.chunk_shape)
+                .zip(shape)
+                .any(|((&c, &n), &s)| c * n >= s);
+            if outside {
+                self.store.delete(&key).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Append `data` (shaped `data_shape`) along `axis`; returns the new shape.
+    pub async fn append(
+        &self,
+        path: &StoreKey,
+        data: ArrayBytes,
+        data_shape: &[u64],
+        axis: usize,
+    ) -> Result<Vec<u64>> {
+        let array = self.array(path).await?;
+        let old = array.shape().to_vec();
+        if axis >= old.len() {
+            return Err(ZarrError::Data(format!(
+                "axis {axis} is out of range for {} dimensions",
+                old.len()
+            )));
+        }
+        if data_shape.len() != old.len()
+            || data_shape
+                .iter()
+                .zip(&old)
+                .enumerate()
+                .any(|(d, (a, b))| d != axis && a != b)
+        {
+            return Err(ZarrError::Data(format!(
+                "cannot append shape {data_shape:?} to {old:?} along axis {axis}"
+            )));
+        }
+        let mut shape = old.clone();
+        shape[axis] += data_shape[axis];
+        let meta = self.resize(path, shape.clone()).await?;
+        let grown = Array::new(self.store.clone(), path.clone(), meta)?;
+        let region = Resolved::Orthogonal(
+            shape
+                .iter()
+                .enumerate()
+                .map(|(d, &len)| {
+                    let start = if d == axis { old[d] } else { 0 };
+                    ResolvedDim {
+                        indices: Indices::Range {
+                            start,
+                            step: 1,
+                            len: len - start,
+                        },
+                        keep: true,
+                    }
+                })
+                .collect(),
+        );
+        grown.write(&region, data).await?;
+        Ok(shape)
+    }
+
+    /// Delete a node and everything below it.
+    pub async fn delete(&self, path: &StoreKey) -> Result<()> {
+        if path.is_root() {
+            self.store.delete_prefix(path).await?;
+            return Ok(());
+        }
+        if !self.exists(path).await? && self.store.list_dir(path).await? == Default::default() {
+            return Err(ZarrError::NodeNotFound {
+                path: path.to_string(),
+            });
+        }
+        self.store.delete_prefix(path).await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,500 @@
+//! numpy-like selections: parsing (`5,-1,2:10,::4,...,[1,5,9]`), resolving
+//! against a shape, and mapping onto the chunk grid so reads and writes touch
+//! only the chunks a selection intersects.
+
+use std::collections::BTreeMap;
+
+use super::buffer::DimMap;
+use super::error::{Result, ZarrError};
+
+/// One dimension of an orthogonal selection, as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DimSelector {
+    /// A single index; the dimension is dropped from the result.
+    Index(i64),
+    /// `start:stop:step` (step > 0).
+    Slice {
+        start: Option<i64>,
+        stop: Option<i64>,
+        step: Option<i64>,
+    },
+    /// Orthogonal integer list (like zarr's `oindex`).
+    List(Vec<i64>),
+    /// `...`: as many `:` as needed.
+    Ellipsis,
+}
+
+impl DimSelector {
+    pub fn all() -> Self {
+        DimSelector::Slice {
+            start: None,
+            stop: None,
+            step: None,
+        }
+    }
+}
+
+/// A selection as written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Selection {
+    Orthogonal(Vec<DimSelector>),
+    /// Coordinates of individual elements (like `vindex`).
+    Points(Vec<Vec<i64>>),
+}
+
+fn sel_err(msg: impl Into<String>) -> ZarrError {
+    ZarrError::Selection(msg.into())
+}
+
+/// Split on commas outside brackets.
+fn split_top(s: &str) -> Result<Vec<&str>> {
+    let mut parts = Vec::new();
+    let (mut depth, mut start) = (0i32, 0);
+    for (i, c) in s.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => {
+                depth -= 1;
+                if depth < 0 {
+                    return Err(sel_err(format!("unbalanced ']' in '{s}'")));
+                }
+            }
+            ',' if depth == 0 => {
+                parts.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    if depth != 0 {
+        return Err(sel_err(format!("unbalanced '[' in '{s}'")));
+    }
+    parts.push(&s[start..]);
+    Ok(parts)
+}
+
+fn parse_int(s: &str, what: &str) -> Result<Option<i64>> {
+    let s = s.trim();
+    if s.is_empty() {
+        return Ok(None);
+    }
+    s.parse()
+        .map(Some)
+        .map_err(|_| sel_err(format!("{what} '{s}' is not an integer")))
+}
+
+fn parse_dim(token: &str) -> Result<DimSelector> {
+    let t = token.trim();
+    if t == "..." {
+        return Ok(DimSelector::Ellipsis);
+    }
+    if t.starts_with('[') {
+        let list: Vec<i64> = serde_json::from_str(t)
+            .map_err(|_| sel_err(format!("'{t}' is not a list of integers")))?;
+        return Ok(DimSelector::List(list));
+    }
+    if t.contains(':') {
+        let parts: Vec<&str> = t.split(':').collect();
+        if parts.len() > 3 {
+            return Err(sel_err(format!("'{t}' has too many ':'")));
+        }
+        let start = parse_int(parts[0], "slice start")?;
+        let stop = parse_int(parts[1], "slice stop")?;
+        let step = match parts.get(2) {
+            Some(p) => parse_int(p, "slice step")?,
+            None => None,
+        };
+        if let Some(step) = step {
+            if step <= 0 {
+                return Err(sel_err(format!("slice step {step} in '{t}' must be positive (negative steps are not supported)")));
+            }
+        }
+        return Ok(DimSelector::Slice { start, stop, step });
+    }
+    match parse_int(t, "index")? {
+        Some(i) => Ok(DimSelector::Index(i)),
+        None => Err(sel_err(
+            "empty selection item (use ':' for a whole dimension)",
+        )),
+    }
+}
+
+impl Selection {
+    /// Parse `5,-1,2:10,::4,:,...,[1,5,9]`; an empty string selects everything.
+    pub fn parse(s: &str) -> Result<Selection> {
+        if s.trim().is_empty() {
+            return Ok(Selection::Orthogonal(vec![]));
+        }
+        let dims = split_top(s)?
+            .into_iter()
+            .map(parse_dim)
+            .collect::<Result<Vec<_>>>()?;
+        if dims.iter().filter(|d| **d == DimSelector::Ellipsis).count() > 1 {
+            return Err(sel_err("only one '...' is allowed"));
+        }
+        Ok(Selection::Orthogonal(dims))
+    }
+
+    /// Parse a JSON list of coordinates `[[i, j], ...]`.
+    pub fn parse_points(s: &str) -> Result<Selection> {
+        let points: Vec<Vec<i64>> = serde_json::from_str(s).map_err(|_| {
+            sel_err("points must be a JSON list of coordinate lists, like [[0,1],[2,3]]")
+        })?;
+        Ok(Selection::Points(points))
+    }
+
+    /// Everything.
+    pub fn all() -> Selection {
+        Selection::Orthogonal(vec![])
+    }
+
+    /// Resolve against an array shape.
+    pub fn resolve(&self, shape: &[u64]) -> Result<Resolved> {
+        match self {
+            Selection::Orthogonal(dims) => resolve_orthogonal(dims, shape),
+            Selection::Points(points) => resolve_points(points, shape),
+        }
+    }
+}
+
+/// The indices one dimension selects, in output order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Indices {
+    Range { start: u64, step: u64, len: u64 },
+    List(Vec<u64>),
+}
+
+impl Indices {
+    pub fn len(&self) -> u64 {
+        match self {
+            Indices::Range { len, .. } => *len,
+            Indices::List(l) => l.len() as u64,
+        }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    pub fn get(&self, i: u64) -> u64 {
+        match self {
+            Indices::Range { start, step, .. } => start + i * step,
+            Indices::List(l) => l[i as usize],
+        }
+    }
+}
+
+/// One resolved dimension; `keep` is false for integer indexes (dropped).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResolvedDim {
+    pub indices: Indices,
+    pub keep: bool,
+}
+
+/// A selection resolved against a shape.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Resolved {
+    Orthogonal(Vec<ResolvedDim>),
+    Points { coords: Vec<Vec<u64>> },
+}
+
+fn normalize(i: i64, len: u64, dim: usize) -> Result<u64> {
+    let n = if i < 0 { i + len as i64 } else { i };
+    if n < 0 || n as u64 >= len {
+        return Err(sel_err(format!(
+            "index {i} is out of bounds for dimension {dim} of length {len}"
+        )));
+    }
+    Ok(n as u64)
+}
+
+fn resolve_slice(start: Option<i64>, stop: Option<i64>, step: Option<i64>, len: u64) -> Indices {
+    let clamp = |v: i64| -> u64 {
+        let v = if v < 0 { v + len as i64 } else { v };
+        v.clamp(0, len as i64) as u64
+    };
+    let step = step.unwrap_or(1).max(1) as u64;
+    let start = start.map(clamp).unwrap_or(0);
+    let stop = stop.map(clamp).unwrap_or(len);
+    let n = if stop > start {
+        (stop - start).div_ceil(step)
+    } else {
+        0
+    };
+    Indices::Range {
+        start,
+        step,
+        len: n,
+    }
+}
+
+fn resolve_orthogonal(dims: &[DimSelector], shape: &[u64]) -> Result<Resolved> {
+    let explicit = dims.iter().filter(|d| **d != DimSelector::Ellipsis).count();
+    if explicit > shape.len() {
+        return Err(sel_err(format!(
+            "{explicit} dimensions selected, the array has {}",
+            shape.len()
+        )));
+    }
+    let mut expanded = Vec::with_capacity(shape.len());
+    for d in dims {
+        if *d == DimSelector::Ellipsis {
+            expanded.extend(std::iter::repeat_n(
+                DimSelector::all(),
+                shape.len() - explicit,
+            ));
+        } else {
+            expanded.push(d.clone());
+        }
+    }
+    expanded.resize(shape.len(), DimSelector::all());
+    let resolved = expanded
+        .iter()
+        .zip(shape)
+        .enumerate()
+        .map(|(dim, (sel, &len))| {
+            Ok(match sel {
+                DimSelector::Index(i) => ResolvedDim {
+                    indices: Indices::List(vec![normalize(*i, len, dim)?]),
+                    keep: false,
+                },
+                DimSelector::Slice { start, stop, step } => ResolvedDim {
+                    indices: resolve_slice(*start, *stop, *step, len),
+                    keep: true,
+                },
+                DimSelector::List(list) => ResolvedDim {
+                    indices: Indices::List(
+                        list.iter()
+                            .map(|&i| normalize(i, len, dim))
+                            .collect::<Result<_>>()?,
+                    ),
+                    keep: true,
+                },
+                DimSelector::Ellipsis => unreachable_all(len),
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Resolved::Orthogonal(resolved))
+}
+
+/// Ellipses are expanded before this point; treat a stray one as `:`.
+fn unreachable_all(len: u64) -> ResolvedDim {
+    ResolvedDim {
+        indices: Indices::Range {
+            start: 0,
+            step: 1,
+            len,
+        },
+        keep: true,
+    }
+}
+
+fn resolve_points(points: &[Vec<i64>], shape: &[u64]) -> Result<Resolved> {
+    let coords = points
+        .iter()
+        .enumerate()
+        .map(|(p, point)| {
+            if point.len() != shape.len() {
+                return Err(sel_err(format!(
+                    "point {p} has {} coordinates, the array has {} dimensions",
+                    point.len(),
+                    shape.len()
+                )));
+            }
+            point
+                .iter()
+                .zip(shape)
+                .enumerate()
+                .map(|(d, (&i, &len))| normalize(i, len, d))
+                .collect()
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(Resolved::Points { coords })
+}
+
+/// A chunk's part of a selection: which elements of the chunk go where in the output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ChunkPart {
+    /// Orthogonal: one map per dimension (output shape keeps dropped dims as 1).
+    Block(Vec<DimMap>),
+    /// Points: (position in output, coordinates within the chunk).
+    Points(Vec<(usize, Vec<usize>)>),
+}
+
+impl Resolved {
+    /// Shape of the result (dropped dimensions removed).
+    pub fn shape(&self) -> Vec<u64> {
+        match self {
+            Resolved::Orthogonal(dims) => dims
+                .iter()
+                .filter(|d| d.keep)
+                .map(|d| d.indices.len())
+                .collect(),
+            Resolved::Points { coords } => vec![coords.len() as u64],
+        }
+    }
+
+    /// Shape of the result with dropped dimensions kept as length 1.
+    pub fn block_shape(&self) -> Vec<usize> {
+        match self {
+            Resolved::Orthogonal(dims) => dims.iter().map(|d| d.indices.len() as usize).collect(),
+            Resolved::Points { coords } => vec![coords.len()],
+        }
+    }
+
+    pub fn num_elements(&self) -> u64 {
+        self.shape().iter().product()
+    }
+
+    /// The chunks the selection touches (grid coordinates), each with its part.
+    pub fn chunks(&self, chunk_shape: &[u64]) -> Vec<(Vec<u64>, ChunkPart)> {
+        match self {
+            Resolved::Orthogonal(dims) => orthogonal_chunks(dims, chunk_shape),
+            Resolved::Points { coords } => {
+                let mut by_chunk: BTreeMap<Vec<u64>, Vec<(usize, Vec<usize>)>> = BTreeMap::new();
+                for (i, point) in coords.iter().enumerate() {
+                    let chunk: Vec<u64> =
+                        point.iter().zip(chunk_shape).map(|(p, c)| p / c).collect();
+                    let local: Vec<usize> = point
+                        .iter()
+                        .zip(chunk_shape)
+                        .map(|(p, c)| (p % c) as usize)
+                        .collect();
+                    by_chunk.entry(chunk).or_default().push((i, local));
+                }
+                by_chunk
+                    .into_iter()
+                    .map(|(c, p)| (c, ChunkPart::Points(p)))
+                    .collect()
+            }
+        }
+    }
+}
+
+/// Per dimension: chunk index → map from chunk-local to output positions.
+fn dim_chunk_maps(dim: &ResolvedDim, chunk: u64) -> BTreeMap<u64, DimMap> {
+    let mut maps: BTreeMap<u64, DimMap> = BTreeMap::new();
+    for out in 0..dim.indices.len() {
+        let i = dim.indices.get(out);
+        let m = maps.entry(i / chunk).or_insert_with(|| DimMap {
+            src: vec![],
+            dst: vec![],
+        });
+        m.src.push((i % chunk) as usize);
+        m.dst.push(out as usize);
+    }
+    maps
+}
+
+fn orthogonal_chunks(dims: &[ResolvedDim], chunk_shape: &[u64]) -> Vec<(Vec<u64>, ChunkPart)> {
+    if dims.iter().any(|d| d.indices.is_empty()) {
+        return vec![];
+    }
+    let per_dim: Vec<Vec<(u64, DimMap)>> = dims
+        .iter()
+        .zip(chunk_shape)
+        .map(|(d, &c)| dim_chunk_maps(d, c).into_iter().collect())
+        .collect();
+    let mut out = Vec::new();
+    let mut counter = vec![0usize; dims.len()];
+    loop {
+        let coords = counter
+            .iter()
+            .enumerate()
+            .map(|(d, &i)| per_dim[d][i].0)
+            .collect();
+        let maps = counter
+            .iter()
+            .enumerate()
+            .map(|(d, &i)| per_dim[d][i].1.clone())
+            .collect();
+        out.push((coords, ChunkPart::Block(maps)));
+        let mut d = dims.len();
+        loop {
+            if d == 0 {
+                return out;
+            }
+            d -= 1;
+            counter[d] += 1;
+            if counter[d] < per_dim[d].len() {
+                break;
+            }
+            counter[d] = 0;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_numpy_syntax() {
+        let s = Selection::parse("5, -1, 2:10, ::4, :, [1,5,9]").unwrap();
+        let Selection::Orthogonal(d) = s else {
+            panic!()
+        };
+        assert_eq!(d[0], DimSelector::Index(5));
+        assert_eq!(
+            d[3],
+            DimSelector::Slice {
+                start: None,
+                stop: None,
+                step: Some(4)
+            }
+        );
+        assert_eq!(d[5], DimSelector::List(vec![1, 5, 9]));
+        for bad in ["::-1", "1:2:0", "a", "[1,", "...,...", "1:2:3:4", ""] {
+            if bad.is_empty() {
+                continue;
+            }
+            assert!(Selection::parse(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn resolves_like_numpy() {
+        let r = Selection::parse("-1,...,1:100:3")
+            .unwrap()
+            .resolve(&[10, 4, 20])
+            .unwrap();
+        assert_eq!(r.shape(), vec![4, 7]);
+        let r = Selection::parse("2").unwrap().resolve(&[3, 5]).unwrap();
+        assert_eq!(r.shape(), vec![5]);
+        assert!(Selection::parse("3").unwrap().resolve(&[3]).is_err());
+        assert!(Selection::parse("0,0").unwrap().resolve(&[3]).is_err());
+        assert_eq!(
+            Selection::parse("5:2")
+                .unwrap()
+                .resolve(&[10])
+                .unwrap()
+                .shape(),
+            vec![0]
+        );
+    }
+
+    #[test]
+    fn maps_onto_chunks() {
+        let r = Selection::parse("3:7").unwrap().resolve(&[10]).unwrap();
+        let chunks = r.chunks(&[4]);
+        assert_eq!(chunks.len(), 2);
+        assert_eq!(chunks[0].0, vec![0]);
+        assert_eq!(
+            chunks[0].1,
+            ChunkPart::Block(vec![DimMap {
+                src: vec![3],
+                dst: vec![0]
+            }])
+        );
+        assert_eq!(
+            chunks[1].1,
+            ChunkPart::Block(vec![DimMap {
+                src: vec![0, 1, 2],
+                dst: vec![1, 2, 3]
+            }])
+        );
+        let p = Selection::parse_points("[[0,0],[5,5],[1,1]]")
+            .unwrap()
+            .resolve(&[6, 6])
+            .unwrap();
+        assert_eq!(p.chunks(&[2, 2]).len(), 2);
+    }
+}
