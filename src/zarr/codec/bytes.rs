@@ -42,12 +42,8 @@ impl BytesCodec {
         match self.order {
             ByteOrder::Declared(endian) => repr.dtype.swap_declared(buf, endian),
             ByteOrder::Uniform(Some(Endian::Big)) => repr.dtype.swap_all(buf),
-            ByteOrder::Uniform(None) if repr.dtype.has_byte_order() => {
-                return Err(ZarrError::codec(
-                    "bytes",
-                    format!("endian is required for {}", repr.dtype.name()),
-                ))
-            }
+            // The spec requires `endian` for multi-byte types, but zarr-python
+            // omits it for structured types and writes them little-endian.
             ByteOrder::Uniform(_) => {}
         }
         Ok(())
