@@ -462,8 +462,14 @@ impl Hierarchy {
         spec: &ArraySpec,
         overwrite: bool,
     ) -> Result<Array> {
-        let meta = Self::array_metadata(spec)?;
-        let array = Array::new(self.store.clone(), path.clone(), meta.clone())?;
+        let mut meta = Self::array_metadata(spec)?;
+        let mut array = Array::new(self.store.clone(), path.clone(), meta.clone())?;
+        if let CodecSpec::V3(_) = meta.codecs {
+            // Store codecs in canonical form (every codec with its full
+            // configuration), as zarr-python does, so every reader accepts them.
+            meta.codecs = CodecSpec::V3(array.codecs().to_v3());
+            array = Array::new(self.store.clone(), path.clone(), meta.clone())?;
+        }
         self.prepare_create(path, spec.zarr_format, overwrite)
             .await?;
         self.write_array_metadata(path, &meta).await?;

@@ -177,6 +177,10 @@ impl BytesToBytesCodec for Checksum {
         if self.v3_name == "crc32c" {
             return json!({"name": "crc32c"});
         }
+        // numcodecs' Fletcher32 takes no arguments; the others take a location.
+        if self.algorithm == Algorithm::Fletcher32 {
+            return v3_entry(self.v3_name, json!({}));
+        }
         let location = if self.location == Location::Start {
             "start"
         } else {
