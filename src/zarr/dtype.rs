@@ -137,6 +137,27 @@ const TIME_UNITS: [&str; 13] = [
     "Y", "M", "W", "D", "h", "m", "s", "ms", "us", "ns", "ps", "fs", "as",
 ];
 
+/// The largest element zarrd accepts (structured records, `S`/`U`/`V` types),
+/// so a hostile document cannot make one element overflow or exhaust memory.
+pub const MAX_ELEMENT_SIZE: usize = 1 << 24;
+
+fn bounded(size: Option<usize>, what: &str) -> Result<usize> {
+    size.filter(|&s| s <= MAX_ELEMENT_SIZE).ok_or_else(|| {
+        type_err(format!(
+            "{what} is larger than {MAX_ELEMENT_SIZE} bytes per element"
+        ))
+    })
+}
+
+/// A field's size, checked: element size times the subarray's element count.
+fn field_size(dtype: &DataType, shape: &[usize], name: &str) -> Result<usize> {
+    let count = shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d));
+    bounded(
+        count.and_then(|c| c.checked_mul(dtype.size().unwrap_or(0))),
+        &format!("field '{name}'"),
+    )
+}
+
 fn type_err(msg: impl Into<String>) -> ZarrError {
     ZarrError::DataType(msg.into())
 }
@@ -350,6 +371,7 @@ impl DataType {
                             return Err(type_err(format!("field '{name}' shape {other}")))
                         }
                     };
+                    let size = field_size(&dtype, &shape, name)?;
                     let field = Field {
                         name: name.to_string(),
                         dtype,
@@ -357,7 +379,7 @@ impl DataType {
                         shape,
                         offset,
                     };
-                    offset += field.size();
+                    offset = bounded(offset.checked_add(size), "the structured record")?;
                     fields.push(field);
                 }
                 if fields.is_empty() {
@@ -386,11 +408,11 @@ impl DataType {
             other => return Err(type_err(format!("{other} is not a data type"))),
         };
         let config_usize = |field: &str| -> Result<usize> {
-            config
+            let n = config
                 .and_then(|c| c.get(field))
                 .and_then(Value::as_u64)
-                .map(|n| n as usize)
-                .ok_or_else(|| type_err(format!("'{name}' needs configuration.{field}")))
+                .ok_or_else(|| type_err(format!("'{name}' needs configuration.{field}")))?;
+            bounded(usize::try_from(n).ok(), &format!("'{name}'"))
         };
         use DataType::*;
         Ok(match name {
@@ -479,7 +501,7 @@ impl DataType {
                         shape: vec![],
                         offset,
                     };
-                    offset += field.size();
+                    offset = bounded(offset.checked_add(field.size()), "the structured record")?;
                     fields.push(field);
                 }
                 if fields.is_empty() {
@@ -494,7 +516,7 @@ impl DataType {
                         "raw type '{raw}' must have a positive multiple of 8 bits"
                     )));
                 }
-                RawBytes(bits / 8)
+                RawBytes(bounded(Some(bits / 8), raw)?)
             }
             other => match self::Float8::from_name(other) {
                 Some(f) => Float8(f),
@@ -666,9 +688,9 @@ fn parse_typestr(s: &str) -> Result<(DataType, Endian)> {
             let (unit, scale) = parse_time_unit(suffix)?;
             return Ok((TimeDelta64 { unit, scale }, endian));
         }
-        ('S', n) => FixedBytes(n),
-        ('V', n) => RawBytes(n),
-        ('U', n) => FixedUtf32(n),
+        ('S', n) => FixedBytes(bounded(Some(n), s)?),
+        ('V', n) => RawBytes(bounded(Some(n), s)?),
+        ('U', n) => FixedUtf32(bounded(n.checked_mul(4), s)? / 4),
         ('O', _) => String,
         _ => return Err(bad()),
     };

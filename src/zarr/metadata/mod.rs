@@ -13,6 +13,9 @@ use super::dtype::{DataType, Endian};
 use super::error::{Result, ZarrError};
 use super::fill::FillValue;
 
+/// The largest decoded chunk (or shard) zarrd will hold in memory.
+pub const MAX_CHUNK_BYTES: u64 = 1 << 31;
+
 /// Chunk layout: row-major (C) or column-major (F, v1/v2 only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Order {
@@ -93,10 +96,13 @@ impl ArrayMetadata {
             .iter()
             .try_fold(1u64, |acc, &c| acc.checked_mul(c));
         let bytes = elems.and_then(|n| n.checked_mul(self.dtype.size().unwrap_or(1) as u64));
-        if bytes.is_none_or(|b| b > (1 << 40)) {
+        if bytes.is_none_or(|b| b > MAX_CHUNK_BYTES) {
             return Err(ZarrError::metadata(
                 key,
-                format!("chunk shape {:?} is too large", self.chunk_shape),
+                format!(
+                    "chunk shape {:?} decodes to more than {MAX_CHUNK_BYTES} bytes",
+                    self.chunk_shape
+                ),
             ));
         }
         if let Some(names) = &self.dimension_names {
