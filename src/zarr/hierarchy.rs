@@ -5,7 +5,9 @@
 use futures::future::try_join3;
 use serde_json::{json, Map, Value};
 
-use super::array::Array;
+use std::sync::Arc;
+
+use super::array::{Array, ChunkSource, Direct};
 use super::buffer::ArrayBytes;
 use super::chunk_key::ChunkKeyEncoding;
 use super::dtype::{DataType, Endian};
@@ -21,6 +23,7 @@ use crate::store::{Store, StoreKey};
 #[derive(Debug, Clone)]
 pub struct Hierarchy {
     store: Store,
+    source: Arc<dyn ChunkSource>,
 }
 
 fn doc_key(path: &StoreKey, name: &str) -> Result<StoreKey> {
@@ -135,7 +138,18 @@ pub fn array_documents(meta: &ArrayMetadata) -> Vec<(&'static str, Value)> {
 
 impl Hierarchy {
     pub fn new(store: Store) -> Self {
-        Hierarchy { store }
+        Hierarchy { store, source: Arc::new(Direct) }
+    }
+
+    /// Arrays opened here read chunks through `source`.
+    pub fn with_source(mut self, source: Arc<dyn ChunkSource>) -> Self {
+        self.source = source;
+        self
+    }
+
+    /// Bind array metadata to `path`, reading through this hierarchy's source.
+    pub fn bind(&self, path: &StoreKey, meta: ArrayMetadata) -> Result<Array> {
+        Ok(Array::new(self.store.clone(), path.clone(), meta)?.with_source(self.source.clone()))
     }
 
     pub fn store(&self) -> &Store {
@@ -206,7 +220,7 @@ impl Hierarchy {
     /// The array at `path`.
     pub async fn array(&self, path: &StoreKey) -> Result<Array> {
         match self.node(path).await? {
-            NodeMetadata::Array(meta) => Array::new(self.store.clone(), path.clone(), *meta),
+            NodeMetadata::Array(meta) => self.bind(path, *meta),
             NodeMetadata::Group(_) => Err(ZarrError::WrongNodeType {
                 path: path.to_string(),
                 expected: "array",
@@ -463,12 +477,12 @@ impl Hierarchy {
         overwrite: bool,
     ) -> Result<Array> {
         let mut meta = Self::array_metadata(spec)?;
-        let mut array = Array::new(self.store.clone(), path.clone(), meta.clone())?;
+        let mut array = self.bind(path, meta.clone())?;
         if let CodecSpec::V3(_) = meta.codecs {
             // Store codecs in canonical form (every codec with its full
             // configuration), as zarr-python does, so every reader accepts them.
             meta.codecs = CodecSpec::V3(array.codecs().to_v3());
-            array = Array::new(self.store.clone(), path.clone(), meta.clone())?;
+            array = self.bind(path, meta.clone())?;
         }
         self.prepare_create(path, spec.zarr_format, overwrite)
             .await?;
@@ -578,7 +592,7 @@ impl Hierarchy {
         let mut shape = old.clone();
         shape[axis] += data_shape[axis];
         let meta = self.resize(path, shape.clone()).await?;
-        let grown = Array::new(self.store.clone(), path.clone(), meta)?;
+        let grown = self.bind(path, meta)?;
         let region = Resolved::Orthogonal(
             shape
                 .iter()

@@ -2,9 +2,11 @@
 //! Reading and writing selections live in `read` and `write`.
 
 mod read;
+pub mod source;
 mod write;
 
 pub use read::{extract_field, FieldView};
+pub use source::{ChunkSource, Direct};
 pub use write::{ChunkUpdate, WriteStats};
 
 use std::sync::Arc;
@@ -26,6 +28,7 @@ pub struct Array {
     meta: Arc<ArrayMetadata>,
     chain: Arc<CodecChain>,
     chunk_repr: ChunkRepr,
+    source: Arc<dyn ChunkSource>,
 }
 
 impl Array {
@@ -59,7 +62,14 @@ impl Array {
             meta: Arc::new(meta),
             chain: Arc::new(chain),
             chunk_repr,
+            source: Arc::new(Direct),
         })
+    }
+
+    /// Read chunks through `source` (a cache) instead of straight from the store.
+    pub fn with_source(mut self, source: Arc<dyn ChunkSource>) -> Self {
+        self.source = source;
+        self
     }
 
     pub fn metadata(&self) -> &ArrayMetadata {

@@ -85,15 +85,20 @@ impl Array {
     }
 
     /// Read and decode one chunk (`None` when it is not stored).
-    pub async fn read_chunk(&self, coords: &[u64]) -> Result<Option<ArrayBytes>> {
+    pub async fn read_chunk(&self, coords: &[u64]) -> Result<Option<Arc<ArrayBytes>>> {
         let key = self.chunk_key(coords)?;
-        let Some(bytes) = self.store.get(&key).await? else {
-            return Ok(None);
-        };
-        let this = self.clone();
-        run_blocking(move || this.decode_chunk(&key, bytes.to_vec()))
-            .await
-            .map(Some)
+        self.source.chunk(self, &key).await
+    }
+
+    /// Copy a decoded chunk's part into the output on the blocking pool.
+    async fn scatter(&self, chunk: Arc<ArrayBytes>, chunk_shape: Vec<usize>, part: ChunkPart, out: &Output, out_shape: &[usize]) -> Result<()> {
+        let (out, out_shape, elem) = (out.clone(), out_shape.to_vec(), self.elem_size());
+        run_blocking(move || {
+            let mut out = lock(&out);
+            scatter_part(&chunk, &chunk_shape, &part, &mut out, &out_shape, elem);
+            Ok(())
+        })
+        .await
     }
 
     async fn read_chunked(&self, selection: &Resolved, out: &Output) -> Result<()> {
@@ -101,28 +106,11 @@ impl Array {
         let parts = selection.chunks(&self.meta.chunk_shape);
         futures::stream::iter(parts)
             .map(|(coords, part)| {
-                let out = out.clone();
-                let out_shape = out_shape.clone();
+                let out_shape = &out_shape;
                 async move {
                     let key = self.chunk_key(&coords)?;
-                    let Some(bytes) = self.store.get(&key).await? else {
-                        return Ok(());
-                    };
-                    let this = self.clone();
-                    run_blocking(move || {
-                        let chunk = this.decode_chunk(&key, bytes.to_vec())?;
-                        let mut out = lock(&out);
-                        scatter_part(
-                            &chunk,
-                            &this.chunk_repr.shape,
-                            &part,
-                            &mut out,
-                            &out_shape,
-                            this.elem_size(),
-                        );
-                        Ok(())
-                    })
-                    .await
+                    let Some(chunk) = self.source.chunk(self, &key).await? else { return Ok(()) };
+                    self.scatter(chunk, self.chunk_repr.shape.clone(), part, out, out_shape).await
                 }
             })
             .buffer_unordered(CHUNK_CONCURRENCY)
@@ -208,58 +196,19 @@ impl Array {
         Ok(())
     }
 
-    async fn read_from_shard(
-        &self,
-        shard: &[u64],
-        parts: Vec<(usize, ChunkPart)>,
-        out: &Output,
-        out_shape: &[usize],
-    ) -> Result<()> {
+    async fn read_from_shard(&self, shard: &[u64], parts: Vec<(usize, ChunkPart)>, out: &Output, out_shape: &[usize]) -> Result<()> {
         let key = self.chunk_key(shard)?;
-        let Some((index, _)) = self.read_shard_index(&key).await? else {
-            return Ok(());
-        };
-        let wanted: Vec<(std::ops::Range<u64>, ChunkPart)> = parts
-            .into_iter()
-            .filter_map(|(i, part)| index.range(i).map(|r| (r, part)))
-            .collect();
+        let Some(index) = self.source.shard_index(self, &key).await? else { return Ok(()) };
+        let (wanted, parts): (Vec<_>, Vec<_>) = parts.into_iter().filter_map(|(i, part)| index.range(i).map(|r| ((i, r), part))).unzip();
         if wanted.is_empty() {
             return Ok(());
         }
-        let ranges: Vec<_> = wanted.iter().map(|(r, _)| r.clone()).collect();
-        let blobs = self.store.get_ranges(&key, &ranges).await?;
-        let jobs: Vec<_> = blobs
-            .into_iter()
-            .zip(wanted.into_iter().map(|(_, p)| p))
-            .collect();
-        futures::stream::iter(jobs)
-            .map(|(blob, part)| {
-                let (this, key, out, out_shape) =
-                    (self.clone(), key.clone(), out.clone(), out_shape.to_vec());
-                run_blocking(move || {
-                    let sharding = this
-                        .chain
-                        .sharding()
-                        .ok_or_else(|| ZarrError::Data("array is not sharded".into()))?;
-                    let inner = sharding.inner_repr(&this.chunk_repr);
-                    let chunk = sharding
-                        .decode_inner(blob.to_vec(), &this.chunk_repr)
-                        .map_err(|e| e.for_chunk(key.as_str()))?;
-                    let mut out = lock(&out);
-                    scatter_part(
-                        &chunk,
-                        &inner.shape,
-                        &part,
-                        &mut out,
-                        &out_shape,
-                        this.elem_size(),
-                    );
-                    Ok(())
-                })
-            })
-            .buffer_unordered(CHUNK_CONCURRENCY)
-            .try_collect::<Vec<()>>()
-            .await?;
+        let chunks = self.source.inner_chunks(self, &key, &wanted).await?;
+        let inner_shape = self.chain.sharding().map(|s| s.chunk_shape.clone()).unwrap_or_default();
+        futures::future::try_join_all(
+            chunks.into_iter().zip(parts).map(|(chunk, part)| self.scatter(chunk, inner_shape.clone(), part, out, out_shape)),
+        )
+        .await?;
         Ok(())
     }
 }

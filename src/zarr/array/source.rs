@@ -1,0 +1,73 @@
+//! Where decoded chunks come from. The engine reads through a
+//! [`ChunkSource`]: [`Direct`] goes to the store every time; the server
+//! plugs in a cache. Keeping the cache behind this trait keeps the engine
+//! free of any caching policy.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use super::{run_blocking, Array};
+use crate::store::StoreKey;
+use crate::zarr::buffer::ArrayBytes;
+use crate::zarr::codec::ShardIndex;
+use crate::zarr::error::{Result, ZarrError};
+
+/// Supplies decoded chunks, shard indexes and inner chunks of shards.
+#[async_trait]
+pub trait ChunkSource: Send + Sync + std::fmt::Debug {
+    /// The decoded chunk at `key`, `None` when it is not stored.
+    async fn chunk(&self, array: &Array, key: &StoreKey) -> Result<Option<Arc<ArrayBytes>>>;
+
+    /// The index of the shard at `key`, `None` when the shard is not stored.
+    async fn shard_index(&self, array: &Array, key: &StoreKey) -> Result<Option<Arc<ShardIndex>>>;
+
+    /// Inner chunks `wanted` (index in the shard, byte range) of the shard at `key`.
+    async fn inner_chunks(&self, array: &Array, key: &StoreKey, wanted: &[(usize, Range<u64>)]) -> Result<Vec<Arc<ArrayBytes>>>;
+}
+
+/// Reads straight from the store, decoding on the blocking pool.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Direct;
+
+/// Decode one stored chunk off the async runtime.
+pub async fn decode_chunk(array: &Array, key: &StoreKey, bytes: bytes::Bytes) -> Result<Arc<ArrayBytes>> {
+    let (array, key) = (array.clone(), key.clone());
+    run_blocking(move || array.decode_chunk(&key, bytes.to_vec()).map(Arc::new)).await
+}
+
+/// Fetch inner chunks in one vectored read and decode them in parallel.
+pub async fn fetch_inner_chunks(array: &Array, key: &StoreKey, wanted: &[(usize, Range<u64>)]) -> Result<Vec<Arc<ArrayBytes>>> {
+    let ranges: Vec<Range<u64>> = wanted.iter().map(|(_, r)| r.clone()).collect();
+    let blobs = array.store().get_ranges(key, &ranges).await?;
+    let decodes = blobs.into_iter().map(|blob| {
+        let (array, key) = (array.clone(), key.clone());
+        run_blocking(move || {
+            let sharding = array.codecs().sharding().ok_or_else(|| ZarrError::Data("array is not sharded".into()))?;
+            sharding
+                .decode_inner(blob.to_vec(), array.chunk_repr())
+                .map(Arc::new)
+                .map_err(|e| e.for_chunk(key.as_str()))
+        })
+    });
+    futures::future::try_join_all(decodes).await
+}
+
+#[async_trait]
+impl ChunkSource for Direct {
+    async fn chunk(&self, array: &Array, key: &StoreKey) -> Result<Option<Arc<ArrayBytes>>> {
+        match array.store().get(key).await? {
+            Some(bytes) => decode_chunk(array, key, bytes).await.map(Some),
+            None => Ok(None),
+        }
+    }
+
+    async fn shard_index(&self, array: &Array, key: &StoreKey) -> Result<Option<Arc<ShardIndex>>> {
+        Ok(array.read_shard_index(key).await?.map(|(index, _)| Arc::new(index)))
+    }
+
+    async fn inner_chunks(&self, array: &Array, key: &StoreKey, wanted: &[(usize, Range<u64>)]) -> Result<Vec<Arc<ArrayBytes>>> {
+        fetch_inner_chunks(array, key, wanted).await
+    }
+}
