@@ -3,5 +3,10 @@
 //! The library holds the Zarr engine ([`zarr`]), with no HTTP in it, and the
 //! store layer it reads and writes through ([`store`]).
 
+pub mod cache;
+pub mod config;
+pub mod demo;
+pub mod http;
+pub mod npy;
 pub mod store;
 pub mod zarr;

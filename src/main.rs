@@ -1,1 +1,68 @@
-fn main() {}
+//! The `zarrd` command line: parse, build the configuration, run.
+
+use clap::{Parser, Subcommand};
+use zarrd::config::{Config, LogFormat, ServeArgs};
+use zarrd::http::{serve, AppState};
+use zarrd::store::Store;
+
+#[derive(Parser)]
+#[command(name = "zarrd", version, about = "An HTTP data server for Zarr")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve a Zarr store over HTTP
+    Serve(ServeArgs),
+}
+
+fn init_logging(format: LogFormat) {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("ZARRD_LOG")
+        .unwrap_or_else(|_| "zarrd=info,tower_http=warn".into());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let Command::Serve(args) = cli.command;
+    let config = match Config::resolve(args) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("zarrd: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    init_logging(config.log_format);
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("zarrd: cannot start the runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(config)) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("zarrd: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(config: Config) -> Result<(), Box<dyn std::error::Error>> {
+    let store = if config.demo {
+        zarrd::demo::store().await?
+    } else {
+        Store::open(&config.root)?
+    };
+    serve(AppState::new(store, config)).await?;
+    Ok(())
+}

@@ -100,6 +100,45 @@ pub enum PutCondition {
     Update(Version),
 }
 
+/// A byte range of a stored value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreRange {
+    /// `start..end`, clamped to the value's length.
+    Bounded(Range<u64>),
+    /// From an offset to the end.
+    From(u64),
+    /// The last n bytes.
+    Suffix(u64),
+}
+
+/// A read with an optional range and conditions.
+#[derive(Debug, Clone, Default)]
+pub struct GetRequest {
+    pub range: Option<StoreRange>,
+    /// Fail with [`StoreError::Precondition`] unless the ETag matches (`*` or a list).
+    pub if_match: Option<String>,
+    /// Fail with [`StoreError::NotModified`] if the ETag matches.
+    pub if_none_match: Option<String>,
+    /// Fail with [`StoreError::NotModified`] unless modified after this.
+    pub if_modified_since: Option<chrono_like::Timestamp>,
+}
+
+/// A streamed value (or part of it) with its metadata.
+pub struct GetResponse {
+    pub meta: KeyMeta,
+    /// The bytes of the value the body holds.
+    pub range: Range<u64>,
+    pub body: futures::stream::BoxStream<'static, Result<Bytes, StoreError>>,
+}
+
+/// Whether a value changed since a version was seen.
+#[derive(Debug, Clone)]
+pub enum Change {
+    Unchanged,
+    Changed(KeyMeta),
+    Missing,
+}
+
 /// One level of a listing.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Listing {
@@ -258,6 +297,98 @@ impl Store {
             Err(object_store::Error::NotFound { .. }) => Ok(None),
             Err(e) => Err(StoreError::from_backend(key, e)),
         }
+    }
+
+    /// Stream a value or a range of it, under conditions. A range that starts
+    /// past the end is [`StoreError::RangeNotSatisfiable`].
+    pub async fn get_with(
+        &self,
+        key: &StoreKey,
+        request: GetRequest,
+    ) -> Result<GetResponse, StoreError> {
+        let range = request.range.clone().map(|r| match r {
+            StoreRange::Bounded(r) => GetRange::Bounded(r),
+            StoreRange::From(o) => GetRange::Offset(o),
+            StoreRange::Suffix(n) => GetRange::Suffix(n),
+        });
+        let if_modified_since = request
+            .if_modified_since
+            .and_then(|t| chrono::DateTime::from_timestamp_millis(t.millis()));
+        let options = GetOptions {
+            range,
+            if_match: request.if_match.clone(),
+            if_none_match: request.if_none_match.clone(),
+            if_modified_since,
+            ..Default::default()
+        };
+        match self.inner.get_opts(&path_of(key), options).await {
+            Ok(result) => {
+                let meta = key_meta(&result.meta);
+                let range = result.range.clone();
+                let owned = key.clone();
+                let body = result
+                    .into_stream()
+                    .map(move |chunk| chunk.map_err(|e| StoreError::from_backend(&owned, e)))
+                    .boxed();
+                Ok(GetResponse { meta, range, body })
+            }
+            Err(
+                e @ (object_store::Error::NotFound { .. }
+                | object_store::Error::Precondition { .. }
+                | object_store::Error::NotModified { .. }),
+            ) => Err(StoreError::from_backend(key, e)),
+            Err(e) => {
+                // Backends report a range past the end differently; check it here.
+                if let (Some(r), Some(meta)) = (&request.range, self.head(key).await?) {
+                    let start = match r {
+                        StoreRange::Bounded(r) => r.start,
+                        StoreRange::From(o) => *o,
+                        StoreRange::Suffix(_) => 0,
+                    };
+                    if start >= meta.size {
+                        return Err(StoreError::RangeNotSatisfiable {
+                            key: key.to_string(),
+                            start,
+                            end: start,
+                            size: meta.size,
+                        });
+                    }
+                }
+                Err(StoreError::from_backend(key, e))
+            }
+        }
+    }
+
+    /// Ask the store whether `key` still has ETag `e_tag`, without reading it
+    /// (a conditional HEAD: `If-None-Match`).
+    pub async fn changed_since(&self, key: &StoreKey, e_tag: &str) -> Result<Change, StoreError> {
+        let options = GetOptions {
+            if_none_match: Some(e_tag.to_string()),
+            head: true,
+            ..Default::default()
+        };
+        match self.inner.get_opts(&path_of(key), options).await {
+            Ok(result) => Ok(Change::Changed(key_meta(&result.meta))),
+            Err(object_store::Error::NotModified { .. }) => Ok(Change::Unchanged),
+            Err(object_store::Error::NotFound { .. }) => Ok(Change::Missing),
+            Err(e) => Err(StoreError::from_backend(key, e)),
+        }
+    }
+
+    /// Every key below `prefix` with its size.
+    pub async fn list_sizes(&self, prefix: &StoreKey) -> Result<Vec<(StoreKey, u64)>, StoreError> {
+        let path = (!prefix.is_root()).then(|| path_of(prefix));
+        let metas: Vec<_> = self
+            .inner
+            .list(path.as_ref())
+            .try_collect()
+            .await
+            .map_err(|e| StoreError::from_backend(prefix, e))?;
+        Ok(metas
+            .into_iter()
+            .filter_map(|m| StoreKey::new(m.location.as_ref()).ok().map(|k| (k, m.size)))
+            .filter(|(k, _)| !is_internal(k.as_str()))
+            .collect())
     }
 
     /// Store a value atomically (readers see the old or the new value, never a mix).

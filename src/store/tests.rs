@@ -35,7 +35,18 @@ async fn conformance(store: Store) {
         parts,
         vec![Bytes::from_static(b"0"), Bytes::from_static(b"89")]
     );
-    assert_eq!(store.head(&k("a/b")).await.unwrap().unwrap().size, 10);
+    let head = store.head(&k("a/b")).await.unwrap().unwrap();
+    assert_eq!(head.size, 10);
+    let etag = head.version.e_tag.clone().expect("backends report ETags");
+    assert!(matches!(
+        store.changed_since(&k("a/b"), &etag).await.unwrap(),
+        Change::Unchanged
+    ));
+    assert!(matches!(
+        store.changed_since(&k("nope"), &etag).await.unwrap(),
+        Change::Missing
+    ));
+    assert_eq!(store.list_sizes(&k("a")).await.unwrap().len(), 2);
 
     let root = store.list_dir(&StoreKey::root()).await.unwrap();
     assert_eq!(
@@ -60,6 +71,14 @@ async fn conformance(store: Store) {
         .await
         .unwrap();
 
+    store
+        .put(&k("a/b"), Bytes::from_static(b"changed!!!!"))
+        .await
+        .unwrap();
+    assert!(matches!(
+        store.changed_since(&k("a/b"), &etag).await.unwrap(),
+        Change::Changed(_)
+    ));
     assert_eq!(store.delete_prefix(&k("a")).await.unwrap(), 2);
     assert!(store.get(&k("a/c/d")).await.unwrap().is_none());
     store.delete(&k("never-there")).await.unwrap();

@@ -235,6 +235,19 @@ fn float_json(x: f64, bits_le: &[u8]) -> Value {
         }
     } else if x.is_infinite() {
         json!(if x > 0.0 { "Infinity" } else { "-Infinity" })
+    } else if bits_le.len() < 8 {
+        // The shortest decimal that reads back as the same narrow float
+        // (1.1f32, not 1.100000023841858).
+        let text = match bits_le.len() {
+            2 => format!("{}", x as f32),
+            _ => format!(
+                "{}",
+                f32::from_le_bytes(bits_le[..4].try_into().unwrap_or_default())
+            ),
+        };
+        text.parse::<f64>()
+            .map(|v| json!(v))
+            .unwrap_or_else(|_| json!(x))
     } else {
         json!(x)
     }

@@ -138,7 +138,10 @@ pub fn array_documents(meta: &ArrayMetadata) -> Vec<(&'static str, Value)> {
 
 impl Hierarchy {
     pub fn new(store: Store) -> Self {
-        Hierarchy { store, source: Arc::new(Direct) }
+        Hierarchy {
+            store,
+            source: Arc::new(Direct),
+        }
     }
 
     /// Arrays opened here read chunks through `source`.

@@ -91,7 +91,14 @@ impl Array {
     }
 
     /// Copy a decoded chunk's part into the output on the blocking pool.
-    async fn scatter(&self, chunk: Arc<ArrayBytes>, chunk_shape: Vec<usize>, part: ChunkPart, out: &Output, out_shape: &[usize]) -> Result<()> {
+    async fn scatter(
+        &self,
+        chunk: Arc<ArrayBytes>,
+        chunk_shape: Vec<usize>,
+        part: ChunkPart,
+        out: &Output,
+        out_shape: &[usize],
+    ) -> Result<()> {
         let (out, out_shape, elem) = (out.clone(), out_shape.to_vec(), self.elem_size());
         run_blocking(move || {
             let mut out = lock(&out);
@@ -109,8 +116,11 @@ impl Array {
                 let out_shape = &out_shape;
                 async move {
                     let key = self.chunk_key(&coords)?;
-                    let Some(chunk) = self.source.chunk(self, &key).await? else { return Ok(()) };
-                    self.scatter(chunk, self.chunk_repr.shape.clone(), part, out, out_shape).await
+                    let Some(chunk) = self.source.chunk(self, &key).await? else {
+                        return Ok(());
+                    };
+                    self.scatter(chunk, self.chunk_repr.shape.clone(), part, out, out_shape)
+                        .await
                 }
             })
             .buffer_unordered(CHUNK_CONCURRENCY)
@@ -196,17 +206,34 @@ impl Array {
         Ok(())
     }
 
-    async fn read_from_shard(&self, shard: &[u64], parts: Vec<(usize, ChunkPart)>, out: &Output, out_shape: &[usize]) -> Result<()> {
+    async fn read_from_shard(
+        &self,
+        shard: &[u64],
+        parts: Vec<(usize, ChunkPart)>,
+        out: &Output,
+        out_shape: &[usize],
+    ) -> Result<()> {
         let key = self.chunk_key(shard)?;
-        let Some(index) = self.source.shard_index(self, &key).await? else { return Ok(()) };
-        let (wanted, parts): (Vec<_>, Vec<_>) = parts.into_iter().filter_map(|(i, part)| index.range(i).map(|r| ((i, r), part))).unzip();
+        let Some(index) = self.source.shard_index(self, &key).await? else {
+            return Ok(());
+        };
+        let (wanted, parts): (Vec<_>, Vec<_>) = parts
+            .into_iter()
+            .filter_map(|(i, part)| index.range(i).map(|r| ((i, r), part)))
+            .unzip();
         if wanted.is_empty() {
             return Ok(());
         }
         let chunks = self.source.inner_chunks(self, &key, &wanted).await?;
-        let inner_shape = self.chain.sharding().map(|s| s.chunk_shape.clone()).unwrap_or_default();
+        let inner_shape = self
+            .chain
+            .sharding()
+            .map(|s| s.chunk_shape.clone())
+            .unwrap_or_default();
         futures::future::try_join_all(
-            chunks.into_iter().zip(parts).map(|(chunk, part)| self.scatter(chunk, inner_shape.clone(), part, out, out_shape)),
+            chunks.into_iter().zip(parts).map(|(chunk, part)| {
+                self.scatter(chunk, inner_shape.clone(), part, out, out_shape)
+            }),
         )
         .await?;
         Ok(())

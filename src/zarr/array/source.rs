@@ -24,7 +24,12 @@ pub trait ChunkSource: Send + Sync + std::fmt::Debug {
     async fn shard_index(&self, array: &Array, key: &StoreKey) -> Result<Option<Arc<ShardIndex>>>;
 
     /// Inner chunks `wanted` (index in the shard, byte range) of the shard at `key`.
-    async fn inner_chunks(&self, array: &Array, key: &StoreKey, wanted: &[(usize, Range<u64>)]) -> Result<Vec<Arc<ArrayBytes>>>;
+    async fn inner_chunks(
+        &self,
+        array: &Array,
+        key: &StoreKey,
+        wanted: &[(usize, Range<u64>)],
+    ) -> Result<Vec<Arc<ArrayBytes>>>;
 }
 
 /// Reads straight from the store, decoding on the blocking pool.
@@ -32,19 +37,30 @@ pub trait ChunkSource: Send + Sync + std::fmt::Debug {
 pub struct Direct;
 
 /// Decode one stored chunk off the async runtime.
-pub async fn decode_chunk(array: &Array, key: &StoreKey, bytes: bytes::Bytes) -> Result<Arc<ArrayBytes>> {
+pub async fn decode_chunk(
+    array: &Array,
+    key: &StoreKey,
+    bytes: bytes::Bytes,
+) -> Result<Arc<ArrayBytes>> {
     let (array, key) = (array.clone(), key.clone());
     run_blocking(move || array.decode_chunk(&key, bytes.to_vec()).map(Arc::new)).await
 }
 
 /// Fetch inner chunks in one vectored read and decode them in parallel.
-pub async fn fetch_inner_chunks(array: &Array, key: &StoreKey, wanted: &[(usize, Range<u64>)]) -> Result<Vec<Arc<ArrayBytes>>> {
+pub async fn fetch_inner_chunks(
+    array: &Array,
+    key: &StoreKey,
+    wanted: &[(usize, Range<u64>)],
+) -> Result<Vec<Arc<ArrayBytes>>> {
     let ranges: Vec<Range<u64>> = wanted.iter().map(|(_, r)| r.clone()).collect();
     let blobs = array.store().get_ranges(key, &ranges).await?;
     let decodes = blobs.into_iter().map(|blob| {
         let (array, key) = (array.clone(), key.clone());
         run_blocking(move || {
-            let sharding = array.codecs().sharding().ok_or_else(|| ZarrError::Data("array is not sharded".into()))?;
+            let sharding = array
+                .codecs()
+                .sharding()
+                .ok_or_else(|| ZarrError::Data("array is not sharded".into()))?;
             sharding
                 .decode_inner(blob.to_vec(), array.chunk_repr())
                 .map(Arc::new)
@@ -64,10 +80,18 @@ impl ChunkSource for Direct {
     }
 
     async fn shard_index(&self, array: &Array, key: &StoreKey) -> Result<Option<Arc<ShardIndex>>> {
-        Ok(array.read_shard_index(key).await?.map(|(index, _)| Arc::new(index)))
+        Ok(array
+            .read_shard_index(key)
+            .await?
+            .map(|(index, _)| Arc::new(index)))
     }
 
-    async fn inner_chunks(&self, array: &Array, key: &StoreKey, wanted: &[(usize, Range<u64>)]) -> Result<Vec<Arc<ArrayBytes>>> {
+    async fn inner_chunks(
+        &self,
+        array: &Array,
+        key: &StoreKey,
+        wanted: &[(usize, Range<u64>)],
+    ) -> Result<Vec<Arc<ArrayBytes>>> {
         fetch_inner_chunks(array, key, wanted).await
     }
 }

@@ -1,0 +1,353 @@
+//! The server's caches: decoded chunks (and shard indexes and inner chunks)
+//! in one moka cache bounded in bytes, and node metadata. Entries are
+//! revalidated against the store by ETag as `--recheck-cached` says.
+//!
+//! Invalidation bumps a per-key generation that is part of the cache key, so
+//! a load that started before an invalidation inserts under the old
+//! generation, where no later lookup will find it.
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
+
+use async_trait::async_trait;
+use moka::future::Cache;
+use moka::policy::EvictionPolicy;
+use serde::Serialize;
+
+use crate::config::Recheck;
+use crate::store::{Change, StoreKey};
+use crate::zarr::array::source::{decode_chunk, fetch_inner_chunks};
+use crate::zarr::array::ChunkSource;
+use crate::zarr::codec::ShardIndex;
+use crate::zarr::{Array, ArrayBytes, Hierarchy, NodeMetadata, Result, ZarrError};
+
+/// Cache key: store key, its generation, and the inner chunk for shards.
+type Key = (String, u64, Option<usize>);
+
+#[derive(Debug, Clone)]
+enum Value {
+    Chunk(Arc<ArrayBytes>),
+    Index(Arc<ShardIndex>),
+    Missing,
+}
+
+#[derive(Debug)]
+struct Entry {
+    value: Value,
+    /// ETag of the stored value this was decoded from.
+    e_tag: Option<String>,
+    checked: Mutex<Instant>,
+}
+
+impl Entry {
+    fn new(value: Value, e_tag: Option<String>) -> Arc<Self> {
+        Arc::new(Entry {
+            value,
+            e_tag,
+            checked: Mutex::new(Instant::now()),
+        })
+    }
+    fn weight(&self) -> u32 {
+        let bytes = match &self.value {
+            Value::Chunk(c) => match c.as_ref() {
+                ArrayBytes::Fixed(b) => b.len(),
+                ArrayBytes::Variable(v) => v.iter().map(|e| e.len() + 24).sum(),
+            },
+            Value::Index(i) => i.len() * 16,
+            Value::Missing => 0,
+        };
+        (bytes + 128).min(u32::MAX as usize) as u32
+    }
+}
+
+/// Counters shown at `/api/v1/stats`.
+#[derive(Debug, Default)]
+pub struct Counters {
+    pub hits: AtomicU64,
+    pub misses: AtomicU64,
+    pub revalidations: AtomicU64,
+    pub evictions: AtomicU64,
+}
+
+/// A snapshot of the cache for `/api/v1/stats`.
+#[derive(Debug, Serialize)]
+pub struct CacheStats {
+    pub hits: u64,
+    pub misses: u64,
+    pub revalidations: u64,
+    pub evictions: u64,
+    pub entries: u64,
+    pub weighted_bytes: u64,
+    pub capacity_bytes: u64,
+}
+
+/// Decoded chunks and metadata, shared by every request.
+#[derive(Debug)]
+pub struct ZarrCache {
+    chunks: Cache<Key, Arc<Entry>>,
+    metadata: Cache<String, (Arc<NodeMetadata>, Instant)>,
+    generations: RwLock<HashMap<String, u64>>,
+    recheck: Recheck,
+    capacity: u64,
+    counters: Arc<Counters>,
+}
+
+impl ZarrCache {
+    pub fn new(capacity: u64, recheck: Recheck) -> Arc<Self> {
+        let counters = Arc::new(Counters::default());
+        let evictions = counters.clone();
+        let chunks = Cache::builder()
+            .max_capacity(capacity)
+            .weigher(|_k: &Key, v: &Arc<Entry>| v.weight())
+            // LRU, so a cold chunk is always admitted (TinyLFU may refuse it).
+            .eviction_policy(EvictionPolicy::lru())
+            .eviction_listener(move |_k, _v, cause| {
+                if cause.was_evicted() {
+                    evictions.evictions.fetch_add(1, Ordering::Relaxed);
+                }
+            })
+            .build();
+        let metadata = Cache::builder().max_capacity(100_000).build();
+        Arc::new(ZarrCache {
+            chunks,
+            metadata,
+            generations: RwLock::new(HashMap::new()),
+            recheck,
+            capacity,
+            counters,
+        })
+    }
+
+    fn generation(&self, key: &str) -> u64 {
+        self.generations
+            .read()
+            .map(|g| g.get(key).copied().unwrap_or(0))
+            .unwrap_or(0)
+    }
+
+    /// Forget everything cached for a store key (a chunk, or a shard and its inner chunks).
+    pub fn invalidate_key(&self, key: &str) {
+        if let Ok(mut g) = self.generations.write() {
+            *g.entry(key.to_string()).or_insert(0) += 1;
+        }
+    }
+
+    /// Forget cached metadata of the node at `path`.
+    pub async fn invalidate_node(&self, path: &str) {
+        self.metadata.invalidate(path).await;
+    }
+
+    /// Forget all cached metadata (after deletes of whole subtrees).
+    pub fn invalidate_all_metadata(&self) {
+        self.metadata.invalidate_all();
+    }
+
+    pub fn stats(&self) -> CacheStats {
+        let c = &self.counters;
+        CacheStats {
+            hits: c.hits.load(Ordering::Relaxed),
+            misses: c.misses.load(Ordering::Relaxed),
+            revalidations: c.revalidations.load(Ordering::Relaxed),
+            evictions: c.evictions.load(Ordering::Relaxed),
+            entries: self.chunks.entry_count(),
+            weighted_bytes: self.chunks.weighted_size(),
+            capacity_bytes: self.capacity,
+        }
+    }
+
+    fn due(&self, checked: Instant) -> bool {
+        match self.recheck {
+            Recheck::Never => false,
+            Recheck::Always => true,
+            Recheck::After(d) => checked.elapsed() >= d,
+        }
+    }
+
+    /// Whether a cached entry for `key` still describes the stored value.
+    async fn still_valid(&self, array: &Array, key: &StoreKey, entry: &Entry) -> Result<bool> {
+        let checked = *entry.checked.lock().unwrap_or_else(|p| p.into_inner());
+        if !self.due(checked) {
+            return Ok(true);
+        }
+        self.counters.revalidations.fetch_add(1, Ordering::Relaxed);
+        let valid = match (&entry.value, &entry.e_tag) {
+            (Value::Missing, _) => array.store().head(key).await?.is_none(),
+            (_, Some(e_tag)) => matches!(
+                array.store().changed_since(key, e_tag).await?,
+                Change::Unchanged
+            ),
+            (_, None) => false,
+        };
+        if valid {
+            *entry.checked.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        } else {
+            self.invalidate_key(key.as_str());
+        }
+        Ok(valid)
+    }
+
+    /// Look up or load one entry; concurrent misses for one key load once.
+    async fn get_or_load<F>(
+        &self,
+        array: &Array,
+        key: &StoreKey,
+        inner: Option<usize>,
+        load: impl Fn() -> F,
+    ) -> Result<Arc<Entry>>
+    where
+        F: std::future::Future<Output = Result<Arc<Entry>>>,
+    {
+        for _ in 0..2 {
+            let cache_key = (
+                key.as_str().to_string(),
+                self.generation(key.as_str()),
+                inner,
+            );
+            let loaded = std::sync::atomic::AtomicBool::new(false);
+            let entry = self
+                .chunks
+                .try_get_with(cache_key, async {
+                    loaded.store(true, Ordering::Relaxed);
+                    load().await
+                })
+                .await
+                .map_err(unshare)?;
+            if loaded.load(Ordering::Relaxed) {
+                self.counters.misses.fetch_add(1, Ordering::Relaxed);
+                return Ok(entry);
+            }
+            // Inner chunks are validated through their shard's index.
+            if inner.is_some() || self.still_valid(array, key, &entry).await? {
+                self.counters.hits.fetch_add(1, Ordering::Relaxed);
+                return Ok(entry);
+            }
+        }
+        load().await
+    }
+
+    /// Node metadata at `path`, cached as the recheck policy allows.
+    pub async fn node(&self, hierarchy: &Hierarchy, path: &StoreKey) -> Result<Arc<NodeMetadata>> {
+        if let Some((node, at)) = self.metadata.get(path.as_str()).await {
+            if !self.due(at) {
+                return Ok(node);
+            }
+        }
+        let node = Arc::new(hierarchy.node(path).await?);
+        self.metadata
+            .insert(path.as_str().to_string(), (node.clone(), Instant::now()))
+            .await;
+        Ok(node)
+    }
+}
+
+/// moka shares a failed load's error among waiters; give each its own copy.
+fn unshare(e: Arc<ZarrError>) -> ZarrError {
+    Arc::try_unwrap(e).unwrap_or_else(|shared| match shared.as_ref() {
+        ZarrError::CorruptChunk { key, reason } => ZarrError::CorruptChunk {
+            key: key.clone(),
+            reason: reason.clone(),
+        },
+        other => ZarrError::Data(other.to_string()),
+    })
+}
+
+/// The cache as the engine's chunk source.
+#[derive(Debug, Clone)]
+pub struct CachedSource(pub Arc<ZarrCache>);
+
+#[async_trait]
+impl ChunkSource for CachedSource {
+    async fn chunk(&self, array: &Array, key: &StoreKey) -> Result<Option<Arc<ArrayBytes>>> {
+        let entry = self
+            .0
+            .get_or_load(array, key, None, || async {
+                Ok(match array.store().get_versioned(key).await? {
+                    Some(v) => Entry::new(
+                        Value::Chunk(decode_chunk(array, key, v.bytes).await?),
+                        v.meta.version.e_tag,
+                    ),
+                    None => Entry::new(Value::Missing, None),
+                })
+            })
+            .await?;
+        Ok(match &entry.value {
+            Value::Chunk(c) => Some(c.clone()),
+            _ => None,
+        })
+    }
+
+    async fn shard_index(&self, array: &Array, key: &StoreKey) -> Result<Option<Arc<ShardIndex>>> {
+        let entry = self
+            .0
+            .get_or_load(array, key, None, || async {
+                // The ETag is read before the index so a concurrent rewrite
+                // makes the entry look stale rather than current.
+                let e_tag = array.store().head(key).await?.and_then(|m| m.version.e_tag);
+                Ok(match array.read_shard_index(key).await? {
+                    Some((index, _)) => Entry::new(Value::Index(Arc::new(index)), e_tag),
+                    None => Entry::new(Value::Missing, None),
+                })
+            })
+            .await?;
+        Ok(match &entry.value {
+            Value::Index(i) => Some(i.clone()),
+            _ => None,
+        })
+    }
+
+    async fn inner_chunks(
+        &self,
+        array: &Array,
+        key: &StoreKey,
+        wanted: &[(usize, Range<u64>)],
+    ) -> Result<Vec<Arc<ArrayBytes>>> {
+        // Inner chunks not cached yet are fetched together in one vectored read.
+        let gen = self.0.generation(key.as_str());
+        let mut out: Vec<Option<Arc<ArrayBytes>>> = Vec::with_capacity(wanted.len());
+        let mut missing = Vec::new();
+        for (slot, (i, range)) in wanted.iter().enumerate() {
+            match self
+                .0
+                .chunks
+                .get(&(key.as_str().to_string(), gen, Some(*i)))
+                .await
+            {
+                Some(entry) => {
+                    self.0.counters.hits.fetch_add(1, Ordering::Relaxed);
+                    out.push(match &entry.value {
+                        Value::Chunk(c) => Some(c.clone()),
+                        _ => None,
+                    });
+                }
+                None => {
+                    out.push(None);
+                    missing.push((slot, (*i, range.clone())));
+                }
+            }
+        }
+        if !missing.is_empty() {
+            self.0
+                .counters
+                .misses
+                .fetch_add(missing.len() as u64, Ordering::Relaxed);
+            let ranges: Vec<(usize, Range<u64>)> = missing.iter().map(|(_, w)| w.clone()).collect();
+            let fetched = fetch_inner_chunks(array, key, &ranges).await?;
+            for ((slot, (i, _)), chunk) in missing.into_iter().zip(fetched) {
+                self.0
+                    .chunks
+                    .insert(
+                        (key.as_str().to_string(), gen, Some(i)),
+                        Entry::new(Value::Chunk(chunk.clone()), None),
+                    )
+                    .await;
+                out[slot] = Some(chunk);
+            }
+        }
+        out.into_iter()
+            .map(|c| c.ok_or_else(|| ZarrError::Data("internal error: inner chunk missing".into())))
+            .collect()
+    }
+}

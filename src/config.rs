@@ -1,0 +1,307 @@
+//! Server configuration, merged as flag > environment (`ZARRD_*`) > config
+//! file (TOML) > default. Clap reads flags and the environment; the file
+//! fills in whatever neither gave.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+/// Errors in flags, environment or the config file.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error("config file {path}: {reason}")]
+    File { path: String, reason: String },
+    #[error("{option}: {reason}")]
+    Invalid {
+        option: &'static str,
+        reason: String,
+    },
+}
+
+fn invalid(option: &'static str, reason: impl Into<String>) -> ConfigError {
+    ConfigError::Invalid {
+        option,
+        reason: reason.into(),
+    }
+}
+
+/// How long cached chunks and metadata are trusted before they are
+/// revalidated against the store (TensorStore's `recheck_cached_data`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Recheck {
+    /// Trust the cache until zarrd itself changes the value.
+    Never,
+    /// Revalidate (by ETag) on every use.
+    Always,
+    /// Revalidate entries older than this.
+    After(Duration),
+}
+
+impl std::str::FromStr for Recheck {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "never" | "false" => Ok(Recheck::Never),
+            "always" | "true" => Ok(Recheck::Always),
+            secs => secs
+                .parse::<f64>()
+                .ok()
+                .filter(|s| s.is_finite() && *s >= 0.0)
+                .map(|s| Recheck::After(Duration::from_secs_f64(s)))
+                .ok_or_else(|| format!("'{s}' is not never, always or a number of seconds")),
+        }
+    }
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Parse `512MiB`, `2GB`, `1048576`.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let digits_end = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(digits_end);
+    let value: f64 = num
+        .parse()
+        .map_err(|_| format!("'{s}' is not a size like 512MiB"))?;
+    let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" => 1000,
+        "kib" => 1 << 10,
+        "m" | "mb" => 1_000_000,
+        "mib" => 1 << 20,
+        "g" | "gb" => 1_000_000_000,
+        "gib" => 1 << 30,
+        "t" | "tb" => 1_000_000_000_000,
+        "tib" => 1 << 40,
+        other => return Err(format!("unknown size unit '{other}' in '{s}'")),
+    };
+    Ok((value * scale as f64) as u64)
+}
+
+/// `zarrd serve` flags; each also reads a `ZARRD_*` variable.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct ServeArgs {
+    /// Directory or store URL (file://, memory://) to serve [default: ./data]
+    #[arg(env = "ZARRD_ROOT")]
+    pub root: Option<String>,
+    /// Address to listen on [default: 127.0.0.1:8000]
+    #[arg(long, env = "ZARRD_LISTEN")]
+    pub listen: Option<SocketAddr>,
+    /// Serve an in-memory example hierarchy instead of ROOT
+    #[arg(long, env = "ZARRD_DEMO")]
+    pub demo: bool,
+    /// TOML config file (flags and ZARRD_* variables override it)
+    #[arg(long, env = "ZARRD_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Bytes of decoded chunks to cache, e.g. 512MiB [default: 512MiB]
+    #[arg(long, env = "ZARRD_CACHE_SIZE", value_parser = parse_size)]
+    pub cache_size: Option<u64>,
+    /// Revalidate cached data: never, always, or after N seconds [default: always]
+    #[arg(long, env = "ZARRD_RECHECK_CACHED")]
+    pub recheck_cached: Option<Recheck>,
+    /// Largest JSON data response, e.g. 64MiB [default: 64MiB]
+    #[arg(long, env = "ZARRD_JSON_LIMIT", value_parser = parse_size)]
+    pub json_limit: Option<u64>,
+    /// Largest data response of any format [default: 16GiB]
+    #[arg(long, env = "ZARRD_RESPONSE_LIMIT", value_parser = parse_size)]
+    pub response_limit: Option<u64>,
+    /// Log format [default: text]
+    #[arg(long, env = "ZARRD_LOG_FORMAT", value_enum)]
+    pub log_format: Option<LogFormat>,
+}
+
+/// The config file's fields (all optional, same names as the flags).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+struct FileConfig {
+    root: Option<String>,
+    listen: Option<String>,
+    demo: Option<bool>,
+    cache_size: Option<SizeValue>,
+    recheck_cached: Option<toml::Value>,
+    json_limit: Option<SizeValue>,
+    response_limit: Option<SizeValue>,
+    log_format: Option<LogFormat>,
+}
+
+/// A size in the file: a number of bytes or a string like "512MiB".
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum SizeValue {
+    Bytes(u64),
+    Text(String),
+}
+
+impl SizeValue {
+    fn bytes(&self, option: &'static str) -> Result<u64, ConfigError> {
+        match self {
+            SizeValue::Bytes(n) => Ok(*n),
+            SizeValue::Text(s) => parse_size(s).map_err(|e| invalid(option, e)),
+        }
+    }
+}
+
+/// The resolved configuration.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub root: String,
+    pub listen: SocketAddr,
+    pub demo: bool,
+    pub cache_size: u64,
+    pub recheck_cached: Recheck,
+    pub json_limit: u64,
+    pub response_limit: u64,
+    pub log_format: LogFormat,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            root: "./data".into(),
+            listen: SocketAddr::from(([127, 0, 0, 1], 8000)),
+            demo: false,
+            cache_size: 512 << 20,
+            recheck_cached: Recheck::Always,
+            json_limit: 64 << 20,
+            response_limit: 16 << 30,
+            log_format: LogFormat::Text,
+        }
+    }
+}
+
+impl Config {
+    /// Merge flags and environment (in `args`) over the config file over defaults.
+    pub fn resolve(args: ServeArgs) -> Result<Config, ConfigError> {
+        let file = match &args.config {
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| ConfigError::File {
+                    path: path.display().to_string(),
+                    reason: e.to_string(),
+                })?;
+                toml::from_str::<FileConfig>(&text).map_err(|e| ConfigError::File {
+                    path: path.display().to_string(),
+                    reason: e.to_string(),
+                })?
+            }
+            None => FileConfig::default(),
+        };
+        let d = Config::default();
+        let listen = match (args.listen, &file.listen) {
+            (Some(l), _) => l,
+            (None, Some(s)) => s.parse().map_err(|_| {
+                invalid(
+                    "listen",
+                    format!("'{s}' is not an address like 127.0.0.1:8000"),
+                )
+            })?,
+            (None, None) => d.listen,
+        };
+        let recheck_cached = match (args.recheck_cached, &file.recheck_cached) {
+            (Some(r), _) => r,
+            (None, Some(v)) => {
+                let text = match v {
+                    toml::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                text.parse().map_err(|e| invalid("recheck_cached", e))?
+            }
+            (None, None) => d.recheck_cached,
+        };
+        let size = |flag: Option<u64>,
+                    file: &Option<SizeValue>,
+                    option,
+                    default|
+         -> Result<u64, ConfigError> {
+            match (flag, file) {
+                (Some(n), _) => Ok(n),
+                (None, Some(v)) => v.bytes(option),
+                (None, None) => Ok(default),
+            }
+        };
+        Ok(Config {
+            root: args.root.or(file.root).unwrap_or(d.root),
+            listen,
+            demo: args.demo || file.demo.unwrap_or(false),
+            cache_size: size(
+                args.cache_size,
+                &file.cache_size,
+                "cache_size",
+                d.cache_size,
+            )?,
+            recheck_cached,
+            json_limit: size(
+                args.json_limit,
+                &file.json_limit,
+                "json_limit",
+                d.json_limit,
+            )?,
+            response_limit: size(
+                args.response_limit,
+                &file.response_limit,
+                "response_limit",
+                d.response_limit,
+            )?,
+            log_format: args.log_format.or(file.log_format).unwrap_or(d.log_format),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_size("512MiB").unwrap(), 512 << 20);
+        assert_eq!(parse_size("2GB").unwrap(), 2_000_000_000);
+        assert_eq!(parse_size("1024").unwrap(), 1024);
+        assert_eq!(parse_size("1.5KiB").unwrap(), 1536);
+        assert!(parse_size("lots").is_err());
+        assert!(parse_size("5 parsecs").is_err());
+    }
+
+    #[test]
+    fn recheck_values() {
+        assert_eq!("never".parse::<Recheck>().unwrap(), Recheck::Never);
+        assert_eq!(
+            "2.5".parse::<Recheck>().unwrap(),
+            Recheck::After(Duration::from_millis(2500))
+        );
+        assert!("-1".parse::<Recheck>().is_err());
+    }
+
+    #[test]
+    fn flags_beat_file_beats_defaults() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("zarrd.toml");
+        std::fs::write(&path, "root = \"/srv/zarr\"\nlisten = \"0.0.0.0:9000\"\ncache_size = \"1GiB\"\nrecheck_cached = 30\n").unwrap();
+        let args = ServeArgs {
+            config: Some(path.clone()),
+            listen: Some("127.0.0.1:1234".parse().unwrap()),
+            ..Default::default()
+        };
+        let c = Config::resolve(args).unwrap();
+        assert_eq!(c.root, "/srv/zarr");
+        assert_eq!(c.listen.port(), 1234);
+        assert_eq!(c.cache_size, 1 << 30);
+        assert_eq!(c.recheck_cached, Recheck::After(Duration::from_secs(30)));
+        assert_eq!(c.json_limit, 64 << 20);
+        std::fs::write(&path, "cache_sise = 1\n").unwrap();
+        let err = Config::resolve(ServeArgs {
+            config: Some(path),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(err.to_string().contains("cache_sise"), "{err}");
+    }
+}

@@ -1,0 +1,239 @@
+//! The HTTP service: shared state, the router (one table of routes, which
+//! `openapi.yaml` is checked against), middleware, and serving.
+
+pub mod api;
+pub mod error;
+pub mod formats;
+pub mod listing;
+pub mod range;
+pub mod raw;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderName, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, MethodRouter};
+use axum::Router;
+use tower_http::compression::CompressionLayer;
+use tower_http::cors::{Any, CorsLayer};
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::TraceLayer;
+
+use crate::cache::{CachedSource, ZarrCache};
+use crate::config::Config;
+use crate::store::Store;
+use crate::zarr::Hierarchy;
+use error::ApiError;
+
+/// What every handler shares.
+#[derive(Clone)]
+pub struct AppState {
+    pub store: Store,
+    pub hierarchy: Hierarchy,
+    pub cache: Arc<ZarrCache>,
+    pub config: Arc<Config>,
+}
+
+impl AppState {
+    pub fn new(store: Store, config: Config) -> Self {
+        let cache = ZarrCache::new(config.cache_size, config.recheck_cached);
+        let hierarchy =
+            Hierarchy::new(store.clone()).with_source(Arc::new(CachedSource(cache.clone())));
+        AppState {
+            store,
+            hierarchy,
+            cache,
+            config: Arc::new(config),
+        }
+    }
+}
+
+/// Marks a response that must not be compressed (array data, stored values).
+#[derive(Debug, Clone, Copy)]
+pub struct NoCompression;
+
+/// Every route: (path, methods). The router is built from this table and a
+/// test checks `openapi.yaml` documents exactly these.
+pub const ROUTES: &[(&str, &[&str])] = &[
+    ("/zarr/", &["get", "head"]),
+    ("/zarr/{key}", &["get", "head"]),
+    ("/api/v1/tree", &["get"]),
+    ("/api/v1/tree/{path}", &["get"]),
+    ("/api/v1/meta", &["get"]),
+    ("/api/v1/meta/{path}", &["get"]),
+    ("/api/v1/data/{path}", &["get", "post"]),
+    ("/api/v1/stats", &["get"]),
+    ("/healthz", &["get"]),
+    ("/readyz", &["get"]),
+    ("/openapi.yaml", &["get"]),
+];
+
+fn handler(path: &str) -> MethodRouter<AppState> {
+    match path {
+        "/zarr/" => get(raw::list_root).head(raw::list_root),
+        "/zarr/{key}" => get(raw::get_key).head(raw::head_key),
+        "/api/v1/tree" | "/api/v1/tree/{path}" => get(api::tree),
+        "/api/v1/meta" | "/api/v1/meta/{path}" => get(api::meta),
+        "/api/v1/data/{path}" => get(api::data_get).post(api::data_post),
+        "/api/v1/stats" => get(api::stats),
+        "/healthz" => get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }),
+        "/readyz" => get(readyz),
+        "/openapi.yaml" => get(openapi),
+        other => unreachable_route(other),
+    }
+}
+
+fn unreachable_route(path: &str) -> MethodRouter<AppState> {
+    // ROUTES and handler() are kept together; a path in one and not the other is a bug
+    // that the route table test catches before release.
+    let message = format!("route {path} has no handler");
+    get(
+        move || async move { ApiError::new(StatusCode::NOT_IMPLEMENTED, "not_implemented", message) },
+    )
+}
+
+/// Axum's wildcard syntax for a documented path.
+fn axum_path(path: &str) -> String {
+    path.replace("{key}", "{*key}").replace("{path}", "{*path}")
+}
+
+async fn readyz(State(state): State<AppState>) -> Response {
+    match state.store.list_dir(&crate::store::StoreKey::root()).await {
+        Ok(_) => {
+            axum::Json(serde_json::json!({"status": "ready", "store": state.store.description()}))
+                .into_response()
+        }
+        Err(e) => ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "store_unavailable",
+            format!("the store is not reachable: {e}"),
+        )
+        .into_response(),
+    }
+}
+
+const OPENAPI: &str = include_str!("../../openapi.yaml");
+
+async fn openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/yaml")], OPENAPI).into_response()
+}
+
+async fn fallback(request: Request) -> ApiError {
+    ApiError::not_found(format!(
+        "no route for {} {}",
+        request.method(),
+        request.uri().path()
+    ))
+}
+
+/// Only JSON, HTML and YAML are compressed; array data and stored values never
+/// are (compressing binary data costs more than it saves, and ranges must stay exact).
+fn compressible(
+    _: StatusCode,
+    _: axum::http::Version,
+    headers: &axum::http::HeaderMap,
+    extensions: &axum::http::Extensions,
+) -> bool {
+    if extensions.get::<NoCompression>().is_some() || headers.contains_key(header::CONTENT_RANGE) {
+        return false;
+    }
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|t| {
+            t.starts_with("application/json")
+                || t.starts_with("text/")
+                || t.starts_with("application/yaml")
+        })
+}
+
+fn cors() -> CorsLayer {
+    let exposed = [
+        header::CONTENT_RANGE,
+        header::CONTENT_LENGTH,
+        header::ETAG,
+        header::ACCEPT_RANGES,
+        header::LAST_MODIFIED,
+        HeaderName::from_static("x-zarr-shape"),
+        HeaderName::from_static("x-zarr-dtype"),
+        HeaderName::from_static("x-request-id"),
+    ];
+    CorsLayer::new()
+        .allow_origin(Any)
+        .allow_methods([
+            Method::GET,
+            Method::HEAD,
+            Method::POST,
+            Method::PUT,
+            Method::PATCH,
+            Method::DELETE,
+            Method::OPTIONS,
+        ])
+        .allow_headers([
+            header::RANGE,
+            header::IF_NONE_MATCH,
+            header::IF_MATCH,
+            header::IF_MODIFIED_SINCE,
+            header::IF_RANGE,
+            header::AUTHORIZATION,
+            header::CONTENT_TYPE,
+            header::ACCEPT,
+        ])
+        .expose_headers(exposed)
+        .max_age(Duration::from_secs(3600))
+}
+
+/// The full service.
+pub fn router(state: AppState) -> Router {
+    let mut router = Router::new();
+    for (path, _) in ROUTES {
+        router = router.route(&axum_path(path), handler(path));
+    }
+    let x_request_id = HeaderName::from_static("x-request-id");
+    router
+        .fallback(fallback)
+        .with_state(state)
+        .layer(CompressionLayer::new().compress_when(compressible))
+        .layer(
+            TraceLayer::new_for_http().make_span_with(|request: &Request| {
+                let id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("");
+                tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id = %id)
+            }),
+        )
+        .layer(cors())
+        .layer(PropagateRequestIdLayer::new(x_request_id.clone()))
+        .layer(SetRequestIdLayer::new(x_request_id, MakeRequestUuid))
+}
+
+/// Serve until SIGTERM or Ctrl-C, then let in-flight requests finish.
+pub async fn serve(state: AppState) -> std::io::Result<()> {
+    let listener = tokio::net::TcpListener::bind(state.config.listen).await?;
+    let addr = listener.local_addr()?;
+    tracing::info!(
+        "serving {} at http://{addr}/ (raw keys at /zarr/, API at /api/v1/)",
+        state.store.description()
+    );
+    println!("zarrd listening on http://{addr}/");
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
+            s.recv().await;
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+    tracing::info!("shutting down: finishing in-flight requests");
+}

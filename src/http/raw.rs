@@ -1,0 +1,374 @@
+//! `/zarr/{key}`: stored values with byte ranges and validators, and
+//! one-level listings, so any Zarr client can use zarrd as an HTTP store.
+
+use std::time::{Duration, UNIX_EPOCH};
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use futures::StreamExt;
+
+use super::error::{ApiError, ApiResult};
+use super::range::{self, ByteRange};
+use super::{AppState, NoCompression};
+use crate::store::chrono_like::Timestamp;
+use crate::store::{GetRequest, KeyMeta, StoreError, StoreKey, StoreRange};
+
+const METADATA_NAMES: [&str; 7] = [
+    "zarr.json",
+    ".zarray",
+    ".zgroup",
+    ".zattrs",
+    ".zmetadata",
+    "meta",
+    "attrs",
+];
+
+fn content_type(key: &StoreKey) -> &'static str {
+    if METADATA_NAMES.contains(&key.name()) {
+        "application/json"
+    } else {
+        "application/octet-stream"
+    }
+}
+
+/// A stored ETag as a strong, quoted HTTP entity tag.
+pub fn quote_etag(e_tag: &str) -> String {
+    if e_tag.starts_with('"') {
+        e_tag.to_string()
+    } else {
+        format!("\"{e_tag}\"")
+    }
+}
+
+/// Entity tags from a request header, unquoted, for the store (`*` kept).
+fn request_etags(headers: &HeaderMap, name: header::HeaderName) -> Option<String> {
+    let value = headers.get(name)?.to_str().ok()?;
+    let tags: Vec<String> = value
+        .split(',')
+        .map(|t| {
+            t.trim()
+                .trim_start_matches("W/")
+                .trim_matches('"')
+                .to_string()
+        })
+        .filter(|t| !t.is_empty())
+        .collect();
+    (!tags.is_empty()).then(|| tags.join(", "))
+}
+
+fn http_date(headers: &HeaderMap, name: header::HeaderName) -> Option<Timestamp> {
+    let value = headers.get(name)?.to_str().ok()?;
+    let time = httpdate::parse_http_date(value).ok()?;
+    let secs = time.duration_since(UNIX_EPOCH).ok()?.as_secs();
+    // HTTP dates have second precision: "not modified since" means up to the end of that second.
+    Some(Timestamp::from_millis(secs as i64 * 1000 + 999))
+}
+
+fn format_date(ts: Timestamp) -> String {
+    httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(ts.seconds().max(0) as u64))
+}
+
+fn key_of(raw: &str) -> ApiResult<StoreKey> {
+    Ok(StoreKey::new(raw)?)
+}
+
+fn value_headers(response: &mut Response, key: &StoreKey, meta: &KeyMeta) {
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(content_type(key)),
+    );
+    h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    if let Some(tag) = meta
+        .version
+        .e_tag
+        .as_deref()
+        .and_then(|t| HeaderValue::from_str(&quote_etag(t)).ok())
+    {
+        h.insert(header::ETAG, tag);
+    }
+    if let Ok(date) = HeaderValue::from_str(&format_date(meta.last_modified)) {
+        h.insert(header::LAST_MODIFIED, date);
+    }
+    response.extensions_mut().insert(NoCompression);
+}
+
+fn not_modified(key: &StoreKey, meta: &KeyMeta) -> Response {
+    let mut response = StatusCode::NOT_MODIFIED.into_response();
+    value_headers(&mut response, key, meta);
+    response.headers_mut().remove(header::CONTENT_TYPE);
+    response
+}
+
+fn unsatisfiable(size: u64) -> Response {
+    let err = ApiError::new(
+        StatusCode::RANGE_NOT_SATISFIABLE,
+        "range_not_satisfiable",
+        format!("the requested range is outside the value of {size} bytes"),
+    );
+    let mut response = err.into_response();
+    if let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}")) {
+        response.headers_mut().insert(header::CONTENT_RANGE, v);
+    }
+    response
+}
+
+/// Map a store error on a raw key to a response (304, 412, 404 as HTTP wants).
+fn store_error(e: StoreError, key: &StoreKey) -> ApiError {
+    match e {
+        StoreError::NotFound { .. } => ApiError::not_found(format!("no value at key '{key}'")),
+        other => other.into(),
+    }
+}
+
+/// The conditional parts of a request, for the store.
+fn conditions(headers: &HeaderMap) -> GetRequest {
+    let if_none_match = request_etags(headers, header::IF_NONE_MATCH);
+    GetRequest {
+        range: None,
+        if_match: request_etags(headers, header::IF_MATCH),
+        // If-None-Match takes precedence over If-Modified-Since (RFC 9110 §13.1.3).
+        if_modified_since: if if_none_match.is_none() {
+            http_date(headers, header::IF_MODIFIED_SINCE)
+        } else {
+            None
+        },
+        if_none_match,
+    }
+}
+
+/// Whether an `If-Range` validator still matches, so the range applies.
+fn if_range_matches(headers: &HeaderMap, meta: &KeyMeta) -> bool {
+    let Some(value) = headers.get(header::IF_RANGE).and_then(|v| v.to_str().ok()) else {
+        return true;
+    };
+    if value.starts_with('"') {
+        // Strong comparison: a weak tag never matches.
+        meta.version
+            .e_tag
+            .as_deref()
+            .is_some_and(|t| quote_etag(t) == value)
+    } else {
+        httpdate::parse_http_date(value)
+            .ok()
+            .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
+            .is_some_and(|t| t.as_secs() as i64 == meta.last_modified.seconds())
+    }
+}
+
+fn wants_multipart(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("multipart/byteranges"))
+}
+
+/// `GET /zarr/{key}`, or a listing when the path ends with `/`.
+pub async fn get_key(
+    State(state): State<AppState>,
+    Path(raw): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    if let Some(prefix) = raw.strip_suffix('/') {
+        return super::listing::list(&state, prefix, &headers).await;
+    }
+    let key = key_of(&raw)?;
+    let mut ranges = headers
+        .get(header::RANGE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(range::parse);
+    let mut request = conditions(&headers);
+    if headers.contains_key(header::IF_RANGE) && ranges.is_some() {
+        let meta = state
+            .store
+            .head(&key)
+            .await?
+            .ok_or_else(|| ApiError::not_found(format!("no value at key '{key}'")))?;
+        if !if_range_matches(&headers, &meta) {
+            ranges = None;
+        }
+    }
+    match ranges.as_deref() {
+        Some([single]) => {
+            if matches!(single, ByteRange::Suffix(0)) {
+                let meta = state
+                    .store
+                    .head(&key)
+                    .await?
+                    .ok_or_else(|| ApiError::not_found(format!("no value at key '{key}'")))?;
+                return Ok(unsatisfiable(meta.size));
+            }
+            request.range = Some(match *single {
+                ByteRange::FromTo(a, b) => StoreRange::Bounded(a..b.saturating_add(1)),
+                ByteRange::From(a) => StoreRange::From(a),
+                ByteRange::Suffix(n) => StoreRange::Suffix(n),
+            });
+            respond(&state, &key, request, true).await
+        }
+        Some(many) if wants_multipart(&headers) => multipart(&state, &key, many, request).await,
+        // Several ranges without multipart in Accept: the whole value, as S3 does.
+        _ => respond(&state, &key, request, false).await,
+    }
+}
+
+async fn respond(
+    state: &AppState,
+    key: &StoreKey,
+    request: GetRequest,
+    ranged: bool,
+) -> ApiResult<Response> {
+    let got = match state.store.get_with(key, request).await {
+        Ok(got) => got,
+        Err(StoreError::NotModified { .. }) => {
+            let meta = state
+                .store
+                .head(key)
+                .await?
+                .ok_or_else(|| ApiError::not_found(format!("no value at key '{key}'")))?;
+            return Ok(not_modified(key, &meta));
+        }
+        Err(StoreError::RangeNotSatisfiable { size, .. }) => return Ok(unsatisfiable(size)),
+        Err(e) => return Err(store_error(e, key)),
+    };
+    if ranged && got.range.is_empty() {
+        return Ok(unsatisfiable(got.meta.size));
+    }
+    let length = got.range.end - got.range.start;
+    let body = Body::from_stream(got.body.map(|r| r.map_err(std::io::Error::other)));
+    let mut response = Response::new(body);
+    value_headers(&mut response, key, &got.meta);
+    let h = response.headers_mut();
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+    if ranged {
+        *response.status_mut() = StatusCode::PARTIAL_CONTENT;
+        let range = format!(
+            "bytes {}-{}/{}",
+            got.range.start,
+            got.range.end - 1,
+            got.meta.size
+        );
+        if let Ok(v) = HeaderValue::from_str(&range) {
+            response.headers_mut().insert(header::CONTENT_RANGE, v);
+        }
+    }
+    Ok(response)
+}
+
+async fn multipart(
+    state: &AppState,
+    key: &StoreKey,
+    ranges: &[ByteRange],
+    request: GetRequest,
+) -> ApiResult<Response> {
+    let meta = state
+        .store
+        .head(key)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no value at key '{key}'")))?;
+    // Evaluate the conditions with a HEAD-sized read (an empty range is not possible, so read none).
+    if request.if_match.is_some()
+        || request.if_none_match.is_some()
+        || request.if_modified_since.is_some()
+    {
+        match state
+            .store
+            .get_with(
+                key,
+                GetRequest {
+                    range: Some(StoreRange::Bounded(0..1)),
+                    ..request
+                },
+            )
+            .await
+        {
+            Ok(_) => {}
+            Err(StoreError::NotModified { .. }) => return Ok(not_modified(key, &meta)),
+            Err(e) => return Err(store_error(e, key)),
+        }
+    }
+    let resolved: Vec<std::ops::Range<u64>> =
+        ranges.iter().filter_map(|r| r.resolve(meta.size)).collect();
+    if resolved.is_empty() {
+        return Ok(unsatisfiable(meta.size));
+    }
+    let parts = state
+        .store
+        .get_ranges(key, &resolved)
+        .await
+        .map_err(|e| store_error(e, key))?;
+    let boundary = "zarrd-byteranges-7d1f";
+    let mut body = Vec::new();
+    for (range, part) in resolved.iter().zip(parts) {
+        body.extend_from_slice(
+            format!(
+                "--{boundary}\r\nContent-Type: {}\r\nContent-Range: bytes {}-{}/{}\r\n\r\n",
+                content_type(key),
+                range.start,
+                range.end - 1,
+                meta.size
+            )
+            .as_bytes(),
+        );
+        body.extend_from_slice(&part);
+        body.extend_from_slice(b"\r\n");
+    }
+    body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+    let mut response = Response::new(Body::from(Bytes::from(body)));
+    value_headers(&mut response, key, &meta);
+    *response.status_mut() = StatusCode::PARTIAL_CONTENT;
+    if let Ok(v) = HeaderValue::from_str(&format!("multipart/byteranges; boundary={boundary}")) {
+        response.headers_mut().insert(header::CONTENT_TYPE, v);
+    }
+    Ok(response)
+}
+
+/// `HEAD /zarr/{key}`: headers of the value, with the exact length.
+pub async fn head_key(
+    State(state): State<AppState>,
+    Path(raw): Path<String>,
+    headers: HeaderMap,
+) -> ApiResult<Response> {
+    if let Some(prefix) = raw.strip_suffix('/') {
+        let mut response = super::listing::list(&state, prefix, &headers).await?;
+        *response.body_mut() = Body::empty();
+        return Ok(response);
+    }
+    let key = key_of(&raw)?;
+    let meta = state
+        .store
+        .head(&key)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("no value at key '{key}'")))?;
+    let request = conditions(&headers);
+    let tag = meta.version.e_tag.clone().unwrap_or_default();
+    let matches = |list: &str| list.split(", ").any(|t| t == "*" || t == tag);
+    if request.if_match.as_deref().is_some_and(|l| !matches(l)) {
+        return Err(ApiError::new(
+            StatusCode::PRECONDITION_FAILED,
+            "precondition_failed",
+            format!("key '{key}' does not match If-Match"),
+        ));
+    }
+    let unmodified = match (&request.if_none_match, request.if_modified_since) {
+        (Some(list), _) => matches(list),
+        (None, Some(since)) => meta.last_modified <= since,
+        _ => false,
+    };
+    if unmodified {
+        return Ok(not_modified(&key, &meta));
+    }
+    let mut response = Response::new(Body::empty());
+    value_headers(&mut response, &key, &meta);
+    response
+        .headers_mut()
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(meta.size));
+    Ok(response)
+}
+
+/// `GET /zarr/`: the root listing.
+pub async fn list_root(State(state): State<AppState>, headers: HeaderMap) -> ApiResult<Response> {
+    super::listing::list(&state, "", &headers).await
+}
