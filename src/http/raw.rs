@@ -36,15 +36,11 @@ fn content_type(key: &StoreKey) -> &'static str {
 
 /// A stored ETag as a strong, quoted HTTP entity tag.
 pub fn quote_etag(e_tag: &str) -> String {
-    if e_tag.starts_with('"') {
-        e_tag.to_string()
-    } else {
-        format!("\"{e_tag}\"")
-    }
+    format!("\"{}\"", e_tag.trim_matches('"'))
 }
 
-/// Entity tags from a request header, unquoted, for the store (`*` kept).
-fn request_etags(headers: &HeaderMap, name: header::HeaderName) -> Option<String> {
+/// Entity tags from a request header, without quotes or `W/` (`*` kept).
+fn request_etags(headers: &HeaderMap, name: header::HeaderName) -> Option<Vec<String>> {
     let value = headers.get(name)?.to_str().ok()?;
     let tags: Vec<String> = value
         .split(',')
@@ -56,7 +52,38 @@ fn request_etags(headers: &HeaderMap, name: header::HeaderName) -> Option<String
         })
         .filter(|t| !t.is_empty())
         .collect();
-    (!tags.is_empty()).then(|| tags.join(", "))
+    (!tags.is_empty()).then_some(tags)
+}
+
+/// A stored ETag without quotes (backends differ in whether they quote).
+fn bare_etag(meta: &KeyMeta) -> Option<&str> {
+    meta.version.e_tag.as_deref().map(|t| t.trim_matches('"'))
+}
+
+/// What the request's preconditions say about a value (RFC 9110 §13.2.2).
+enum Verdict {
+    Proceed,
+    NotModified,
+    PreconditionFailed,
+}
+
+fn evaluate(headers: &HeaderMap, meta: &KeyMeta) -> Verdict {
+    let tag = bare_etag(meta);
+    let matches = |tags: &[String]| tags.iter().any(|t| t == "*" || Some(t.as_str()) == tag);
+    if let Some(tags) = request_etags(headers, header::IF_MATCH) {
+        if !matches(&tags) {
+            return Verdict::PreconditionFailed;
+        }
+    }
+    match request_etags(headers, header::IF_NONE_MATCH) {
+        Some(tags) if matches(&tags) => Verdict::NotModified,
+        Some(_) => Verdict::Proceed,
+        // If-None-Match takes precedence over If-Modified-Since.
+        None => match http_date(headers, header::IF_MODIFIED_SINCE) {
+            Some(since) if meta.last_modified <= since => Verdict::NotModified,
+            _ => Verdict::Proceed,
+        },
+    }
 }
 
 fn http_date(headers: &HeaderMap, name: header::HeaderName) -> Option<Timestamp> {
@@ -124,22 +151,6 @@ fn store_error(e: StoreError, key: &StoreKey) -> ApiError {
     }
 }
 
-/// The conditional parts of a request, for the store.
-fn conditions(headers: &HeaderMap) -> GetRequest {
-    let if_none_match = request_etags(headers, header::IF_NONE_MATCH);
-    GetRequest {
-        range: None,
-        if_match: request_etags(headers, header::IF_MATCH),
-        // If-None-Match takes precedence over If-Modified-Since (RFC 9110 §13.1.3).
-        if_modified_since: if if_none_match.is_none() {
-            http_date(headers, header::IF_MODIFIED_SINCE)
-        } else {
-            None
-        },
-        if_none_match,
-    }
-}
-
 /// Whether an `If-Range` validator still matches, so the range applies.
 fn if_range_matches(headers: &HeaderMap, meta: &KeyMeta) -> bool {
     let Some(value) = headers.get(header::IF_RANGE).and_then(|v| v.to_str().ok()) else {
@@ -166,6 +177,18 @@ fn wants_multipart(headers: &HeaderMap) -> bool {
         .is_some_and(|a| a.contains("multipart/byteranges"))
 }
 
+fn missing(key: &StoreKey) -> ApiError {
+    ApiError::not_found(format!("no value at key '{key}'"))
+}
+
+fn precondition_failed(key: &StoreKey) -> ApiError {
+    ApiError::new(
+        StatusCode::PRECONDITION_FAILED,
+        "precondition_failed",
+        format!("key '{key}' does not match If-Match"),
+    )
+}
+
 /// `GET /zarr/{key}`, or a listing when the path ends with `/`.
 pub async fn get_key(
     State(state): State<AppState>,
@@ -180,68 +203,53 @@ pub async fn get_key(
         .get(header::RANGE)
         .and_then(|v| v.to_str().ok())
         .and_then(range::parse);
-    let mut request = conditions(&headers);
     if headers.contains_key(header::IF_RANGE) && ranges.is_some() {
-        let meta = state
-            .store
-            .head(&key)
-            .await?
-            .ok_or_else(|| ApiError::not_found(format!("no value at key '{key}'")))?;
+        let meta = state.store.head(&key).await?.ok_or_else(|| missing(&key))?;
         if !if_range_matches(&headers, &meta) {
             ranges = None;
         }
     }
-    match ranges.as_deref() {
+    let range = match ranges.as_deref() {
         Some([single]) => {
             if matches!(single, ByteRange::Suffix(0)) {
-                let meta = state
-                    .store
-                    .head(&key)
-                    .await?
-                    .ok_or_else(|| ApiError::not_found(format!("no value at key '{key}'")))?;
+                let meta = state.store.head(&key).await?.ok_or_else(|| missing(&key))?;
                 return Ok(unsatisfiable(meta.size));
             }
-            request.range = Some(match *single {
+            Some(match *single {
                 ByteRange::FromTo(a, b) => StoreRange::Bounded(a..b.saturating_add(1)),
                 ByteRange::From(a) => StoreRange::From(a),
                 ByteRange::Suffix(n) => StoreRange::Suffix(n),
-            });
-            respond(&state, &key, request, true).await
+            })
         }
-        Some(many) if wants_multipart(&headers) => multipart(&state, &key, many, request).await,
+        Some(many) if wants_multipart(&headers) => {
+            return multipart(&state, &key, many, &headers).await
+        }
         // Several ranges without multipart in Accept: the whole value, as S3 does.
-        _ => respond(&state, &key, request, false).await,
-    }
-}
-
-async fn respond(
-    state: &AppState,
-    key: &StoreKey,
-    request: GetRequest,
-    ranged: bool,
-) -> ApiResult<Response> {
-    let got = match state.store.get_with(key, request).await {
-        Ok(got) => got,
-        Err(StoreError::NotModified { .. }) => {
-            let meta = state
-                .store
-                .head(key)
-                .await?
-                .ok_or_else(|| ApiError::not_found(format!("no value at key '{key}'")))?;
-            return Ok(not_modified(key, &meta));
-        }
-        Err(StoreError::RangeNotSatisfiable { size, .. }) => return Ok(unsatisfiable(size)),
-        Err(e) => return Err(store_error(e, key)),
+        _ => None,
     };
+    let ranged = range.is_some();
+    let got = match state.store.get_with(&key, GetRequest { range }).await {
+        Ok(got) => got,
+        Err(StoreError::RangeNotSatisfiable { size, .. }) => return Ok(unsatisfiable(size)),
+        Err(e) => return Err(store_error(e, &key)),
+    };
+    // Preconditions are checked against the metadata of the read itself; the
+    // body stream is dropped unread when they fail.
+    match evaluate(&headers, &got.meta) {
+        Verdict::Proceed => {}
+        Verdict::NotModified => return Ok(not_modified(&key, &got.meta)),
+        Verdict::PreconditionFailed => return Err(precondition_failed(&key)),
+    }
     if ranged && got.range.is_empty() {
         return Ok(unsatisfiable(got.meta.size));
     }
     let length = got.range.end - got.range.start;
     let body = Body::from_stream(got.body.map(|r| r.map_err(std::io::Error::other)));
     let mut response = Response::new(body);
-    value_headers(&mut response, key, &got.meta);
-    let h = response.headers_mut();
-    h.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+    value_headers(&mut response, &key, &got.meta);
+    response
+        .headers_mut()
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(length));
     if ranged {
         *response.status_mut() = StatusCode::PARTIAL_CONTENT;
         let range = format!(
@@ -261,33 +269,13 @@ async fn multipart(
     state: &AppState,
     key: &StoreKey,
     ranges: &[ByteRange],
-    request: GetRequest,
+    headers: &HeaderMap,
 ) -> ApiResult<Response> {
-    let meta = state
-        .store
-        .head(key)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("no value at key '{key}'")))?;
-    // Evaluate the conditions with a HEAD-sized read (an empty range is not possible, so read none).
-    if request.if_match.is_some()
-        || request.if_none_match.is_some()
-        || request.if_modified_since.is_some()
-    {
-        match state
-            .store
-            .get_with(
-                key,
-                GetRequest {
-                    range: Some(StoreRange::Bounded(0..1)),
-                    ..request
-                },
-            )
-            .await
-        {
-            Ok(_) => {}
-            Err(StoreError::NotModified { .. }) => return Ok(not_modified(key, &meta)),
-            Err(e) => return Err(store_error(e, key)),
-        }
+    let meta = state.store.head(key).await?.ok_or_else(|| missing(key))?;
+    match evaluate(headers, &meta) {
+        Verdict::Proceed => {}
+        Verdict::NotModified => return Ok(not_modified(key, &meta)),
+        Verdict::PreconditionFailed => return Err(precondition_failed(key)),
     }
     let resolved: Vec<std::ops::Range<u64>> =
         ranges.iter().filter_map(|r| r.resolve(meta.size)).collect();
@@ -302,16 +290,14 @@ async fn multipart(
     let boundary = "zarrd-byteranges-7d1f";
     let mut body = Vec::new();
     for (range, part) in resolved.iter().zip(parts) {
-        body.extend_from_slice(
-            format!(
-                "--{boundary}\r\nContent-Type: {}\r\nContent-Range: bytes {}-{}/{}\r\n\r\n",
-                content_type(key),
-                range.start,
-                range.end - 1,
-                meta.size
-            )
-            .as_bytes(),
+        let head = format!(
+            "--{boundary}\r\nContent-Type: {}\r\nContent-Range: bytes {}-{}/{}\r\n\r\n",
+            content_type(key),
+            range.start,
+            range.end - 1,
+            meta.size
         );
+        body.extend_from_slice(head.as_bytes());
         body.extend_from_slice(&part);
         body.extend_from_slice(b"\r\n");
     }
@@ -337,28 +323,11 @@ pub async fn head_key(
         return Ok(response);
     }
     let key = key_of(&raw)?;
-    let meta = state
-        .store
-        .head(&key)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("no value at key '{key}'")))?;
-    let request = conditions(&headers);
-    let tag = meta.version.e_tag.clone().unwrap_or_default();
-    let matches = |list: &str| list.split(", ").any(|t| t == "*" || t == tag);
-    if request.if_match.as_deref().is_some_and(|l| !matches(l)) {
-        return Err(ApiError::new(
-            StatusCode::PRECONDITION_FAILED,
-            "precondition_failed",
-            format!("key '{key}' does not match If-Match"),
-        ));
-    }
-    let unmodified = match (&request.if_none_match, request.if_modified_since) {
-        (Some(list), _) => matches(list),
-        (None, Some(since)) => meta.last_modified <= since,
-        _ => false,
-    };
-    if unmodified {
-        return Ok(not_modified(&key, &meta));
+    let meta = state.store.head(&key).await?.ok_or_else(|| missing(&key))?;
+    match evaluate(&headers, &meta) {
+        Verdict::Proceed => {}
+        Verdict::NotModified => return Ok(not_modified(&key, &meta)),
+        Verdict::PreconditionFailed => return Err(precondition_failed(&key)),
     }
     let mut response = Response::new(Body::empty());
     value_headers(&mut response, &key, &meta);

@@ -36,6 +36,10 @@ impl StoreKey {
             match segment {
                 "" => return Err(invalid("empty path segment")),
                 "." | ".." => return Err(invalid("'.' and '..' segments are not allowed")),
+                // File systems refuse longer names; refuse them here with a clear reason.
+                s if s.len() > 255 => {
+                    return Err(invalid("a path segment is longer than 255 bytes"))
+                }
                 _ => {}
             }
         }

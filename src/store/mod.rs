@@ -111,16 +111,10 @@ pub enum StoreRange {
     Suffix(u64),
 }
 
-/// A read with an optional range and conditions.
+/// A read of a whole value or a range of it.
 #[derive(Debug, Clone, Default)]
 pub struct GetRequest {
     pub range: Option<StoreRange>,
-    /// Fail with [`StoreError::Precondition`] unless the ETag matches (`*` or a list).
-    pub if_match: Option<String>,
-    /// Fail with [`StoreError::NotModified`] if the ETag matches.
-    pub if_none_match: Option<String>,
-    /// Fail with [`StoreError::NotModified`] unless modified after this.
-    pub if_modified_since: Option<chrono_like::Timestamp>,
 }
 
 /// A streamed value (or part of it) with its metadata.
@@ -299,8 +293,8 @@ impl Store {
         }
     }
 
-    /// Stream a value or a range of it, under conditions. A range that starts
-    /// past the end is [`StoreError::RangeNotSatisfiable`].
+    /// Stream a value or a range of it. A range that starts past the end is
+    /// [`StoreError::RangeNotSatisfiable`].
     pub async fn get_with(
         &self,
         key: &StoreKey,
@@ -311,14 +305,8 @@ impl Store {
             StoreRange::From(o) => GetRange::Offset(o),
             StoreRange::Suffix(n) => GetRange::Suffix(n),
         });
-        let if_modified_since = request
-            .if_modified_since
-            .and_then(|t| chrono::DateTime::from_timestamp_millis(t.millis()));
         let options = GetOptions {
             range,
-            if_match: request.if_match.clone(),
-            if_none_match: request.if_none_match.clone(),
-            if_modified_since,
             ..Default::default()
         };
         match self.inner.get_opts(&path_of(key), options).await {

@@ -1,0 +1,593 @@
+//! The HTTP service in-process: raw keys and ranges (RFC 9110 edge cases),
+//! validators, listings, CORS, the REST API's formats and errors, the cache,
+//! and the route table against openapi.yaml.
+
+use axum::body::{to_bytes, Body};
+use axum::http::{header, Method, Request, StatusCode};
+use axum::response::Response;
+use bytes::Bytes;
+use serde_json::{json, Value};
+use tower::ServiceExt;
+use zarrd::config::{Config, Recheck};
+use zarrd::http::{router, AppState, ROUTES};
+use zarrd::store::{node_path, Store, StoreKey};
+use zarrd::zarr::{ArrayBytes, ArraySpec, DataType, Hierarchy, Selection};
+
+async fn app_with(store: Store, config: Config) -> axum::Router {
+    router(AppState::new(store, config))
+}
+
+async fn fixture() -> (Store, axum::Router) {
+    let store = Store::memory();
+    let h = Hierarchy::new(store.clone());
+    h.create_group(&node_path("").unwrap(), 3, Default::default(), false)
+        .await
+        .unwrap();
+    let mut spec = ArraySpec::new(3, vec![10, 8], DataType::Float32);
+    spec.chunks = Some(vec![4, 4]);
+    spec.fill_value = json!("NaN");
+    let a = h
+        .create_array(&node_path("g/a").unwrap(), &spec, false)
+        .await
+        .unwrap();
+    let values: Vec<u8> = (0..80).flat_map(|i| (i as f32).to_le_bytes()).collect();
+    a.write(
+        &Selection::all().resolve(&[10, 8]).unwrap(),
+        ArrayBytes::Fixed(values),
+    )
+    .await
+    .unwrap();
+    let mut s = ArraySpec::new(
+        2,
+        vec![3],
+        DataType::from_v2_json(&json!([["x", "<i2"], ["y", "<f8", [2]]]))
+            .unwrap()
+            .0,
+    );
+    s.chunks = Some(vec![2]);
+    let rec = h
+        .create_array(&node_path("g/rec").unwrap(), &s, false)
+        .await
+        .unwrap();
+    let mut bytes = Vec::new();
+    for i in 0..3i16 {
+        bytes.extend(i.to_le_bytes());
+        bytes.extend((i as f64 + 0.5).to_le_bytes());
+        bytes.extend((i as f64 - 0.5).to_le_bytes());
+    }
+    rec.write(
+        &Selection::all().resolve(&[3]).unwrap(),
+        ArrayBytes::Fixed(bytes),
+    )
+    .await
+    .unwrap();
+    let mut st = ArraySpec::new(3, vec![3], DataType::String);
+    st.chunks = Some(vec![2]);
+    let strings = h
+        .create_array(&node_path("g/s").unwrap(), &st, false)
+        .await
+        .unwrap();
+    strings
+        .write(
+            &Selection::all().resolve(&[3]).unwrap(),
+            ArrayBytes::Variable(vec![
+                b"a".to_vec(),
+                b"bcd".to_vec(),
+                "é".as_bytes().to_vec(),
+            ]),
+        )
+        .await
+        .unwrap();
+    store
+        .put(
+            &StoreKey::new("blob").unwrap(),
+            Bytes::from_static(b"0123456789"),
+        )
+        .await
+        .unwrap();
+    store
+        .put(&StoreKey::new("empty").unwrap(), Bytes::new())
+        .await
+        .unwrap();
+    let app = app_with(store.clone(), Config::default()).await;
+    (store, app)
+}
+
+async fn send(app: &axum::Router, request: Request<Body>) -> Response {
+    app.clone().oneshot(request).await.unwrap()
+}
+
+async fn get(
+    app: &axum::Router,
+    uri: &str,
+    headers: &[(&str, &str)],
+) -> (StatusCode, axum::http::HeaderMap, Bytes) {
+    let mut req = Request::builder().uri(uri);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = send(app, req.body(Body::empty()).unwrap()).await;
+    let status = resp.status();
+    let headers = resp.headers().clone();
+    (
+        status,
+        headers,
+        to_bytes(resp.into_body(), usize::MAX).await.unwrap(),
+    )
+}
+
+fn hdr<'a>(h: &'a axum::http::HeaderMap, name: &str) -> &'a str {
+    h.get(name).and_then(|v| v.to_str().ok()).unwrap_or("")
+}
+
+#[tokio::test]
+async fn ranges_follow_rfc_9110() {
+    let (_, app) = fixture().await;
+    let (s, h, b) = get(&app, "/zarr/blob", &[("range", "bytes=2-4")]).await;
+    assert_eq!(
+        (s, &b[..], hdr(&h, "content-range")),
+        (StatusCode::PARTIAL_CONTENT, &b"234"[..], "bytes 2-4/10")
+    );
+    let (s, h, b) = get(&app, "/zarr/blob", &[("range", "bytes=-3")]).await;
+    assert_eq!(
+        (s, &b[..], hdr(&h, "content-range")),
+        (StatusCode::PARTIAL_CONTENT, &b"789"[..], "bytes 7-9/10")
+    );
+    // A suffix longer than the value is the whole value, still as 206.
+    let (s, h, b) = get(&app, "/zarr/blob", &[("range", "bytes=-50")]).await;
+    assert_eq!(
+        (s, b.len(), hdr(&h, "content-range")),
+        (StatusCode::PARTIAL_CONTENT, 10, "bytes 0-9/10")
+    );
+    let (s, _, b) = get(&app, "/zarr/blob", &[("range", "bytes=8-")]).await;
+    assert_eq!((s, &b[..]), (StatusCode::PARTIAL_CONTENT, &b"89"[..]));
+    // An end past the value is clamped.
+    let (s, h, _) = get(&app, "/zarr/blob", &[("range", "bytes=5-100")]).await;
+    assert_eq!(
+        (s, hdr(&h, "content-range")),
+        (StatusCode::PARTIAL_CONTENT, "bytes 5-9/10")
+    );
+    for unsatisfiable in ["bytes=10-", "bytes=20-30", "bytes=-0"] {
+        let (s, h, b) = get(&app, "/zarr/blob", &[("range", unsatisfiable)]).await;
+        assert_eq!(
+            (s, hdr(&h, "content-range")),
+            (StatusCode::RANGE_NOT_SATISFIABLE, "bytes */10"),
+            "{unsatisfiable}"
+        );
+        assert!(
+            serde_json::from_slice::<Value>(&b).unwrap()["error"]["code"]
+                == "range_not_satisfiable"
+        );
+    }
+    let (s, h, _) = get(&app, "/zarr/empty", &[("range", "bytes=-5")]).await;
+    assert_eq!(
+        (s, hdr(&h, "content-range")),
+        (StatusCode::RANGE_NOT_SATISFIABLE, "bytes */0")
+    );
+    // A malformed Range is ignored.
+    let (s, _, b) = get(&app, "/zarr/blob", &[("range", "bytes=5-2")]).await;
+    assert_eq!((s, b.len()), (StatusCode::OK, 10));
+    // Several ranges: the whole value, or multipart when asked for.
+    let (s, _, b) = get(&app, "/zarr/blob", &[("range", "bytes=0-1,4-5")]).await;
+    assert_eq!((s, b.len()), (StatusCode::OK, 10));
+    let (s, h, b) = get(
+        &app,
+        "/zarr/blob",
+        &[
+            ("range", "bytes=0-1,-2"),
+            ("accept", "multipart/byteranges"),
+        ],
+    )
+    .await;
+    assert_eq!(s, StatusCode::PARTIAL_CONTENT);
+    assert!(hdr(&h, "content-type").starts_with("multipart/byteranges; boundary="));
+    let text = String::from_utf8_lossy(&b);
+    assert!(
+        text.contains("Content-Range: bytes 0-1/10\r\n\r\n01\r\n")
+            && text.contains("Content-Range: bytes 8-9/10\r\n\r\n89\r\n"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn validators_and_heads() {
+    let (_, app) = fixture().await;
+    let (s, h, b) = get(&app, "/zarr/blob", &[]).await;
+    assert_eq!(
+        (
+            s,
+            b.len(),
+            hdr(&h, "accept-ranges"),
+            hdr(&h, "content-length")
+        ),
+        (StatusCode::OK, 10, "bytes", "10")
+    );
+    let etag = hdr(&h, "etag").to_string();
+    assert!(
+        etag.starts_with('"') && etag.ends_with('"'),
+        "strong, quoted: {etag}"
+    );
+    assert!(!hdr(&h, "last-modified").is_empty());
+    assert_eq!(
+        get(&app, "/zarr/blob", &[("if-none-match", &etag)]).await.0,
+        StatusCode::NOT_MODIFIED
+    );
+    assert_eq!(
+        get(&app, "/zarr/blob", &[("if-none-match", "\"other\"")])
+            .await
+            .0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        get(&app, "/zarr/blob", &[("if-match", "\"other\"")])
+            .await
+            .0,
+        StatusCode::PRECONDITION_FAILED
+    );
+    assert_eq!(
+        get(&app, "/zarr/blob", &[("if-match", &etag)]).await.0,
+        StatusCode::OK
+    );
+    let future = httpdate::fmt_http_date(
+        std::time::SystemTime::now() + std::time::Duration::from_secs(3600),
+    );
+    assert_eq!(
+        get(&app, "/zarr/blob", &[("if-modified-since", &future)])
+            .await
+            .0,
+        StatusCode::NOT_MODIFIED
+    );
+    // If-Range: the range applies only while the validator matches.
+    assert_eq!(
+        get(
+            &app,
+            "/zarr/blob",
+            &[("range", "bytes=0-0"), ("if-range", &etag)]
+        )
+        .await
+        .0,
+        StatusCode::PARTIAL_CONTENT
+    );
+    let (s, _, b) = get(
+        &app,
+        "/zarr/blob",
+        &[("range", "bytes=0-0"), ("if-range", "\"stale\"")],
+    )
+    .await;
+    assert_eq!((s, b.len()), (StatusCode::OK, 10));
+    let head = send(
+        &app,
+        Request::head("/zarr/g/a/zarr.json")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(head.status(), StatusCode::OK);
+    assert_eq!(hdr(head.headers(), "content-type"), "application/json");
+    let len: usize = hdr(head.headers(), "content-length").parse().unwrap();
+    assert_eq!(len, get(&app, "/zarr/g/a/zarr.json", &[]).await.2.len());
+    let head = send(
+        &app,
+        Request::head("/zarr/blob")
+            .header("if-none-match", &etag)
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(head.status(), StatusCode::NOT_MODIFIED);
+    // Metadata keys are JSON; compressed only when not a stored value.
+    let (_, h, _) = get(&app, "/zarr/g/a/zarr.json", &[("accept-encoding", "gzip")]).await;
+    assert_eq!(
+        hdr(&h, "content-encoding"),
+        "",
+        "stored values are never compressed"
+    );
+}
+
+#[tokio::test]
+async fn errors_are_json_with_cors() {
+    let (_, app) = fixture().await;
+    let (s, h, b) = get(
+        &app,
+        "/zarr/g/a/c/9/9",
+        &[("origin", "https://example.org")],
+    )
+    .await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "a missing chunk is 404");
+    assert_eq!(hdr(&h, "access-control-allow-origin"), "*");
+    let body: Value = serde_json::from_slice(&b).unwrap();
+    assert_eq!(body["error"]["status"], 404);
+    assert!(body["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("g/a/c/9/9"));
+    for bad in ["/zarr/a/../../etc/passwd", "/zarr/a//b", "/zarr/%2Fetc"] {
+        let (s, _, b) = get(&app, bad, &[]).await;
+        assert!(
+            s == StatusCode::BAD_REQUEST || s == StatusCode::NOT_FOUND,
+            "{bad}: {s}"
+        );
+        assert!(serde_json::from_slice::<Value>(&b).is_ok(), "{bad}");
+    }
+    let pre = send(
+        &app,
+        Request::builder()
+            .method(Method::OPTIONS)
+            .uri("/zarr/blob")
+            .header("origin", "https://example.org")
+            .header("access-control-request-method", "GET")
+            .header("access-control-request-headers", "range, if-none-match")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert!(pre.status().is_success());
+    let allowed = hdr(pre.headers(), "access-control-allow-headers").to_lowercase();
+    assert!(
+        allowed.contains("range")
+            && allowed.contains("if-none-match")
+            && allowed.contains("authorization"),
+        "{allowed}"
+    );
+    let (_, h, _) = get(&app, "/zarr/blob", &[("origin", "https://example.org")]).await;
+    assert!(hdr(&h, "access-control-expose-headers").contains("content-range"));
+    assert_eq!(get(&app, "/nowhere", &[]).await.0, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn listings_html_and_json() {
+    let (_, app) = fixture().await;
+    let (s, h, b) = get(&app, "/zarr/g/", &[]).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(hdr(&h, "content-type").starts_with("text/html"));
+    let html = String::from_utf8_lossy(&b);
+    assert!(
+        html.contains("href=\"a/\"") && html.contains("href=\"zarr.json\""),
+        "{html}"
+    );
+    let (_, _, b) = get(&app, "/zarr/g/a/", &[("accept", "application/json")]).await;
+    let listing: Value = serde_json::from_slice(&b).unwrap();
+    assert_eq!(listing["keys"], json!(["zarr.json"]));
+    assert_eq!(listing["prefixes"], json!(["c"]));
+    assert_eq!(
+        get(&app, "/zarr/nothing/", &[]).await.0,
+        StatusCode::NOT_FOUND
+    );
+    let (s, _, b) = get(&app, "/zarr/", &[("accept", "application/json")]).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(serde_json::from_slice::<Value>(&b).unwrap()["prefixes"]
+        .as_array()
+        .unwrap()
+        .contains(&json!("g")));
+}
+
+fn parse_npy(b: &[u8]) -> (String, Vec<u64>, Vec<u8>) {
+    let h = zarrd::npy::parse_header(b).unwrap();
+    (h.descr, h.shape, b[h.data_offset..].to_vec())
+}
+
+#[tokio::test]
+async fn data_formats() {
+    let (_, app) = fixture().await;
+    let (s, h, b) = get(&app, "/api/v1/data/g/a?select=1:3,-2:", &[]).await;
+    assert_eq!(
+        (s, hdr(&h, "content-type")),
+        (StatusCode::OK, "application/x-npy")
+    );
+    let (descr, shape, data) = parse_npy(&b);
+    assert_eq!((descr.as_str(), shape), ("'<f4'", vec![2, 2]));
+    let vals: Vec<f32> = data
+        .chunks(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()))
+        .collect();
+    assert_eq!(vals, vec![14.0, 15.0, 22.0, 23.0]);
+    assert_eq!(hdr(&h, "content-length").parse::<usize>().unwrap(), b.len());
+    let (_, h, b) = get(&app, "/api/v1/data/g/a?select=0,[7,0]&format=raw", &[]).await;
+    assert_eq!(
+        (hdr(&h, "x-zarr-shape"), hdr(&h, "x-zarr-dtype")),
+        ("2", "<f4")
+    );
+    assert_eq!(b.len(), 8);
+    let (_, _, b) = get(
+        &app,
+        "/api/v1/data/g/a?points=[[0,0],[9,7]]",
+        &[("accept", "application/json")],
+    )
+    .await;
+    assert_eq!(
+        serde_json::from_slice::<Value>(&b).unwrap(),
+        json!({"shape": [2], "dtype": "float32", "data": [0.0, 79.0]})
+    );
+    let (_, _, b) = get(&app, "/api/v1/data/g/rec?field=y&format=json", &[]).await;
+    assert_eq!(
+        serde_json::from_slice::<Value>(&b).unwrap()["data"],
+        json!([[0.5, -0.5], [1.5, 0.5], [2.5, 1.5]])
+    );
+    let (_, _, b) = get(&app, "/api/v1/data/g/rec?select=1&format=json", &[]).await;
+    assert_eq!(
+        serde_json::from_slice::<Value>(&b).unwrap()["data"],
+        json!({"x": 1, "y": [1.5, 0.5]})
+    );
+    let (_, _, b) = get(&app, "/api/v1/data/g/rec?select=1:", &[]).await;
+    assert_eq!(parse_npy(&b).0, "[('x', '<i2'), ('y', '<f8', (2,))]");
+    let (_, _, b) = get(&app, "/api/v1/data/g/s?format=json", &[]).await;
+    assert_eq!(
+        serde_json::from_slice::<Value>(&b).unwrap()["data"],
+        json!(["a", "bcd", "é"])
+    );
+    let (_, _, b) = get(&app, "/api/v1/data/g/s", &[]).await;
+    let (descr, _, data) = parse_npy(&b);
+    assert_eq!((descr.as_str(), data.len()), ("'<U3'", 36));
+    let post = send(
+        &app,
+        Request::post("/api/v1/data/g/a")
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(r#"{"points": [[1,1],[2,2]], "format": "json"}"#))
+            .unwrap(),
+    )
+    .await;
+    let body: Value =
+        serde_json::from_slice(&to_bytes(post.into_body(), usize::MAX).await.unwrap()).unwrap();
+    assert_eq!(body["data"], json!([9.0, 18.0]));
+}
+
+#[tokio::test]
+async fn data_errors_say_what_is_wrong() {
+    let (store, _) = fixture().await;
+    let small_json = Config {
+        json_limit: 100,
+        ..Config::default()
+    };
+    let app = app_with(store, small_json).await;
+    for (uri, status, needle) in [
+        ("/api/v1/data/g/a?select=::-1", 400, "negative"),
+        ("/api/v1/data/g/a?select=99", 400, "out of bounds"),
+        ("/api/v1/data/g/a?select=0,0,0", 400, "3 dimensions"),
+        ("/api/v1/data/g/a?points=[[1]]", 400, "coordinates"),
+        ("/api/v1/data/g/a?format=csv", 400, "format"),
+        ("/api/v1/data/g/a?field=x", 400, "no fields"),
+        ("/api/v1/data/g/rec?field=z", 400, "fields are x, y"),
+        ("/api/v1/data/g/nope", 404, "g/nope"),
+        ("/api/v1/data/g", 400, "group"),
+        ("/api/v1/data/g/a?format=json", 413, "limit"),
+        ("/api/v1/data/g/s?format=raw", 406, "fixed-size"),
+        ("/api/v1/data/g/a?bogus=1", 400, ""),
+    ] {
+        let (s, _, b) = get(&app, uri, &[]).await;
+        assert_eq!(s.as_u16(), status, "{uri}: {}", String::from_utf8_lossy(&b));
+        let text = String::from_utf8_lossy(&b);
+        assert!(text.contains(needle), "{uri}: {text}");
+    }
+}
+
+#[tokio::test]
+async fn meta_and_tree() {
+    let (_, app) = fixture().await;
+    let (_, _, b) = get(&app, "/api/v1/meta/g/a", &[]).await;
+    let meta: Value = serde_json::from_slice(&b).unwrap();
+    assert_eq!(meta["shape"], json!([10, 8]));
+    assert_eq!(meta["dtype"]["numpy"], "<f4");
+    assert_eq!(meta["fill_value"], "NaN");
+    assert_eq!(meta["chunks_initialized"], 6);
+    assert_eq!(meta["chunks_total"], 6);
+    assert_eq!(meta["nbytes"], 320);
+    let (_, _, b) = get(&app, "/api/v1/meta/g", &[]).await;
+    let group: Value = serde_json::from_slice(&b).unwrap();
+    assert_eq!(group["members"].as_array().unwrap().len(), 3);
+    let (_, _, b) = get(&app, "/api/v1/tree", &[]).await;
+    let tree: Value = serde_json::from_slice(&b).unwrap();
+    let paths: Vec<&str> = tree["nodes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| n["path"].as_str().unwrap())
+        .collect();
+    assert_eq!(paths, vec!["", "g", "g/a", "g/rec", "g/s"]);
+    assert_eq!(get(&app, "/healthz", &[]).await.0, StatusCode::OK);
+    assert_eq!(get(&app, "/readyz", &[]).await.0, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn cache_hits_and_revalidates_external_writes() {
+    let (store, _) = fixture().await;
+    let app = app_with(
+        store.clone(),
+        Config {
+            recheck_cached: Recheck::Always,
+            ..Config::default()
+        },
+    )
+    .await;
+    let uri = "/api/v1/data/g/a?select=0,0&format=json";
+    assert_eq!(
+        serde_json::from_slice::<Value>(&get(&app, uri, &[]).await.2).unwrap()["data"],
+        json!(0.0)
+    );
+    let (_, _, b) = get(&app, uri, &[]).await;
+    assert_eq!(
+        serde_json::from_slice::<Value>(&b).unwrap()["data"],
+        json!(0.0)
+    );
+    let stats: Value = serde_json::from_slice(&get(&app, "/api/v1/stats", &[]).await.2).unwrap();
+    assert!(stats["cache"]["hits"].as_u64().unwrap() >= 1, "{stats}");
+    // Another writer replaces the chunk behind the server's back.
+    let other = Hierarchy::new(store.clone());
+    let a = other.array(&node_path("g/a").unwrap()).await.unwrap();
+    a.write(
+        &Selection::parse("0,0").unwrap().resolve(&[10, 8]).unwrap(),
+        ArrayBytes::Fixed(42f32.to_le_bytes().to_vec()),
+    )
+    .await
+    .unwrap();
+    let (_, _, b) = get(&app, uri, &[]).await;
+    assert_eq!(
+        serde_json::from_slice::<Value>(&b).unwrap()["data"],
+        json!(42.0),
+        "revalidation by ETag sees the new chunk"
+    );
+    // With `never`, the cache keeps serving what it has.
+    let (store2, _) = fixture().await;
+    let app = app_with(
+        store2.clone(),
+        Config {
+            recheck_cached: Recheck::Never,
+            ..Config::default()
+        },
+    )
+    .await;
+    get(&app, uri, &[]).await;
+    let a = Hierarchy::new(store2)
+        .array(&node_path("g/a").unwrap())
+        .await
+        .unwrap();
+    a.write(
+        &Selection::parse("0,0").unwrap().resolve(&[10, 8]).unwrap(),
+        ArrayBytes::Fixed(42f32.to_le_bytes().to_vec()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        serde_json::from_slice::<Value>(&get(&app, uri, &[]).await.2).unwrap()["data"],
+        json!(0.0)
+    );
+}
+
+#[test]
+fn openapi_documents_exactly_the_routes() {
+    let doc: serde_yaml::Value = serde_yaml::from_str(include_str!("../openapi.yaml")).unwrap();
+    let paths = doc["paths"].as_mapping().unwrap();
+    let mut documented: Vec<(String, Vec<String>)> = paths
+        .iter()
+        .map(|(p, ops)| {
+            let mut methods: Vec<String> = ops
+                .as_mapping()
+                .unwrap()
+                .keys()
+                .filter_map(|k| k.as_str())
+                .filter(|k| ["get", "head", "post", "put", "patch", "delete"].contains(k))
+                .map(str::to_string)
+                .collect();
+            methods.sort();
+            (p.as_str().unwrap().to_string(), methods)
+        })
+        .collect();
+    let mut routed: Vec<(String, Vec<String>)> = ROUTES
+        .iter()
+        .map(|(p, m)| {
+            let mut m: Vec<String> = m.iter().map(|s| s.to_string()).collect();
+            m.sort();
+            (p.to_string(), m)
+        })
+        .collect();
+    documented.sort();
+    routed.sort();
+    assert_eq!(documented, routed);
+}
+
+#[tokio::test]
+async fn served_openapi_is_the_file() {
+    let (_, app) = fixture().await;
+    let (s, _, b) = get(&app, "/openapi.yaml", &[]).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(&b[..], include_bytes!("../openapi.yaml"));
+}
