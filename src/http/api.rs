@@ -2,7 +2,9 @@
 //! (`data`) answered as `.npy`, JSON or raw bytes.
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Path, Query, State};
+use axum::extract::State;
+
+use super::extract::{ApiPath, ApiQuery};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -55,12 +57,17 @@ fn node_summary(path: &str, node: &NodeMetadata) -> Value {
     }
 }
 
+/// `GET /api/v1/tree`: every node in the store.
+pub async fn tree_root(state: State<AppState>) -> ApiResult<Json<Value>> {
+    tree(state, ApiPath(String::new())).await
+}
+
 /// `GET /api/v1/tree/{path}`: every node at and below `path`.
 pub async fn tree(
     State(state): State<AppState>,
-    path: Option<Path<String>>,
+    ApiPath(path): ApiPath<String>,
 ) -> ApiResult<Json<Value>> {
-    let key = path_key(path.as_ref().map_or("", |p| p.0.as_str()))?;
+    let key = path_key(&path)?;
     let nodes = state.hierarchy.walk(&key).await?;
     let nodes: Vec<Value> = nodes
         .iter()
@@ -81,12 +88,17 @@ pub async fn tree(
     Ok(Json(json!({"path": key.as_str(), "nodes": nodes})))
 }
 
+/// `GET /api/v1/meta`: the root node.
+pub async fn meta_root(state: State<AppState>) -> ApiResult<Json<Value>> {
+    meta(state, ApiPath(String::new())).await
+}
+
 /// `GET /api/v1/meta/{path}`: one node, normalized across versions.
 pub async fn meta(
     State(state): State<AppState>,
-    path: Option<Path<String>>,
+    ApiPath(path): ApiPath<String>,
 ) -> ApiResult<Json<Value>> {
-    let key = path_key(path.as_ref().map_or("", |p| p.0.as_str()))?;
+    let key = path_key(&path)?;
     let node = state.cache.node(&state.hierarchy, &key).await?;
     let mut out = Map::new();
     out.insert("path".into(), json!(key.as_str()));
@@ -215,8 +227,8 @@ enum PointsParam {
 
 pub async fn data_get(
     State(state): State<AppState>,
-    Path(path): Path<String>,
-    Query(params): Query<DataParams>,
+    ApiPath(path): ApiPath<String>,
+    ApiQuery(params): ApiQuery<DataParams>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     data(state, &path, params, &headers).await
@@ -224,7 +236,7 @@ pub async fn data_get(
 
 pub async fn data_post(
     State(state): State<AppState>,
-    Path(path): Path<String>,
+    ApiPath(path): ApiPath<String>,
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult<Response> {

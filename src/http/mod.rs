@@ -3,6 +3,7 @@
 
 pub mod api;
 pub mod error;
+pub mod extract;
 pub mod formats;
 pub mod listing;
 pub mod range;
@@ -74,8 +75,10 @@ fn handler(path: &str) -> MethodRouter<AppState> {
     match path {
         "/zarr/" => get(raw::list_root).head(raw::list_root),
         "/zarr/{key}" => get(raw::get_key).head(raw::head_key),
-        "/api/v1/tree" | "/api/v1/tree/{path}" => get(api::tree),
-        "/api/v1/meta" | "/api/v1/meta/{path}" => get(api::meta),
+        "/api/v1/tree" => get(api::tree_root),
+        "/api/v1/tree/{path}" => get(api::tree),
+        "/api/v1/meta" => get(api::meta_root),
+        "/api/v1/meta/{path}" => get(api::meta),
         "/api/v1/data/{path}" => get(api::data_get).post(api::data_post),
         "/api/v1/stats" => get(api::stats),
         "/healthz" => get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }),

@@ -4,7 +4,9 @@
 use std::time::{Duration, UNIX_EPOCH};
 
 use axum::body::Body;
-use axum::extract::{Path, State};
+use axum::extract::State;
+
+use super::extract::ApiPath;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
@@ -192,7 +194,7 @@ fn precondition_failed(key: &StoreKey) -> ApiError {
 /// `GET /zarr/{key}`, or a listing when the path ends with `/`.
 pub async fn get_key(
     State(state): State<AppState>,
-    Path(raw): Path<String>,
+    ApiPath(raw): ApiPath<String>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     if let Some(prefix) = raw.strip_suffix('/') {
@@ -252,6 +254,11 @@ pub async fn get_key(
         .insert(header::CONTENT_LENGTH, HeaderValue::from(length));
     if ranged {
         *response.status_mut() = StatusCode::PARTIAL_CONTENT;
+        // Part of a JSON document is not JSON.
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/octet-stream"),
+        );
         let range = format!(
             "bytes {}-{}/{}",
             got.range.start,
@@ -314,7 +321,7 @@ async fn multipart(
 /// `HEAD /zarr/{key}`: headers of the value, with the exact length.
 pub async fn head_key(
     State(state): State<AppState>,
-    Path(raw): Path<String>,
+    ApiPath(raw): ApiPath<String>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     if let Some(prefix) = raw.strip_suffix('/') {

@@ -46,7 +46,8 @@ def expected_entry(store, path, arr, zarr_format, writer, note=""):
             json.dump(values, f)
     else:
         little = np.ascontiguousarray(arr).astype(arr.dtype.newbyteorder("<"))
-        entry.update(kind="fixed", expected=f"expected/{name}.bin", itemsize=arr.dtype.itemsize)
+        entry.update(kind="fixed", expected=f"expected/{name}.bin", itemsize=arr.dtype.itemsize,
+                     descr=np.lib.format.dtype_to_descr(little.dtype), ml_dtype=arr.dtype.name if arr.dtype.kind == "V" and arr.dtype.fields is None and arr.dtype.name in ("bfloat16", "int4", "float8_e4m3fn") else None)
         with open(os.path.join(OUT, entry["expected"]), "wb") as f:
             f.write(little.tobytes())
     MANIFEST.append(entry)
@@ -194,14 +195,18 @@ def v3_cases():
     # Sharding.
     big = sample("f4", (64, 48))
     write(store, "shard_end", big, 3, chunks=(8, 8), shards=(32, 24))
-    arr = zarr.create_array(os.path.join(OUT, store), name="shard_start", shape=big.shape, dtype="f4", zarr_format=3,
-                            chunks=(64, 48), serializer=zc.ShardingCodec(chunk_shape=(8, 8), codecs=[B, zc.ZstdCodec(level=1)],
-                                                                         index_location="start"))
-    arr[...] = big
-    expected_entry(store, "shard_start", big, 3, "zarr-python")
+    for name, compressors in [("shard_start", None), ("shard_whole_compressed", "auto")]:
+        # zarr-python's default compressors apply to the whole shard when a
+        # sharding serializer is given; both layouts occur in the wild.
+        arr = zarr.create_array(os.path.join(OUT, store), name=name, shape=big.shape, dtype="f4", zarr_format=3,
+                                chunks=(64, 48), compressors=compressors,
+                                serializer=zc.ShardingCodec(chunk_shape=(8, 8), codecs=[B, zc.ZstdCodec(level=1)],
+                                                            index_location="start"))
+        arr[...] = big
+        expected_entry(store, name, big, 3, "zarr-python")
     inner = zc.ShardingCodec(chunk_shape=(4, 4), codecs=[B, zc.GzipCodec(level=1)])
     arr = zarr.create_array(os.path.join(OUT, store), name="shard_nested", shape=big.shape, dtype="f4", zarr_format=3,
-                            chunks=(32, 24), serializer=zc.ShardingCodec(chunk_shape=(16, 8), codecs=[inner]))
+                            chunks=(32, 24), compressors=None, serializer=zc.ShardingCodec(chunk_shape=(16, 8), codecs=[inner]))
     arr[...] = big
     expected_entry(store, "shard_nested", big, 3, "zarr-python")
     sparse = np.zeros((40, 40), dtype="u1")
@@ -395,6 +400,29 @@ def hand_v2_cases():
     expected_entry(store, "nested_structured", data, 2, "hand")
 
 
+def xarray_cases():
+    """Datasets as xarray writes them (dimension names, coordinates, CF attributes)."""
+    import xarray as xr
+
+    time = np.arange(6)
+    ds = xr.Dataset(
+        {
+            "temperature": (("time", "y", "x"), sample("f4", (6, 10, 12)), {"units": "K"}),
+            "mask": (("y", "x"), sample("bool", (10, 12))),
+        },
+        coords={"time": time, "y": np.linspace(0, 1, 10), "x": np.arange(12) * 2.0},
+        attrs={"title": "xarray fixture"},
+    )
+    for fmt in (2, 3):
+        store = f"xarray_v{fmt}.zarr"
+        encoding = {"temperature": {"chunks": (2, 5, 6)}}
+        if fmt == 3:
+            encoding["temperature"]["shards"] = (6, 10, 12)
+        ds.to_zarr(os.path.join(OUT, store), zarr_format=fmt, consolidated=True, mode="w", encoding=encoding)
+        for name in ["temperature", "mask", "x", "y", "time"]:
+            expected_entry(store, name, ds[name].values, fmt, "xarray")
+
+
 def main():
     if os.path.exists(OUT):
         shutil.rmtree(OUT)
@@ -404,6 +432,7 @@ def main():
     tensorstore_cases()
     v1_cases()
     hand_v2_cases()
+    xarray_cases()
     with open(os.path.join(OUT, "manifest.json"), "w") as f:
         json.dump(MANIFEST, f, indent=1)
     print(f"wrote {len(MANIFEST)} arrays to {OUT}")
