@@ -18,7 +18,7 @@ use moka::policy::EvictionPolicy;
 use serde::Serialize;
 
 use crate::config::Recheck;
-use crate::store::{Change, StoreKey};
+use crate::store::{Change, StoreError, StoreKey};
 use crate::zarr::array::source::{decode_chunk, fetch_inner_chunks};
 use crate::zarr::array::ChunkSource;
 use crate::zarr::codec::ShardIndex;
@@ -283,13 +283,22 @@ impl ChunkSource for CachedSource {
         let entry = self
             .0
             .get_or_load(array, key, None, || async {
-                // The ETag is read before the index so a concurrent rewrite
-                // makes the entry look stale rather than current.
-                let e_tag = array.store().head(key).await?.and_then(|m| m.version.e_tag);
-                Ok(match array.read_shard_index(key).await? {
-                    Some((index, _)) => Entry::new(Value::Index(Arc::new(index)), e_tag),
-                    None => Entry::new(Value::Missing, None),
-                })
+                // Size and ETag first: the index is then read by a bounded
+                // range (some stores refuse suffix ranges), and a rewrite
+                // between the two makes the entry look stale, not current.
+                let Some(meta) = array.store().head(key).await? else {
+                    return Ok(Entry::new(Value::Missing, None));
+                };
+                match array.read_shard_index_of(key, meta.size).await {
+                    Ok(index) => Ok(Entry::new(
+                        Value::Index(Arc::new(index)),
+                        meta.version.e_tag,
+                    )),
+                    Err(ZarrError::Store(StoreError::NotFound { .. })) => {
+                        Ok(Entry::new(Value::Missing, None))
+                    }
+                    Err(e) => Err(e),
+                }
             })
             .await?;
         Ok(match &entry.value {

@@ -20,7 +20,7 @@ enum Command {
 
 fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_env("ZARRD_LOG")
-        .unwrap_or_else(|_| "zarrd=info,tower_http=warn".into());
+        .unwrap_or_else(|_| "zarrd=info,tower_http=info".into());
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

@@ -550,6 +550,58 @@ async fn zarrd_writes_what_peers_read() {
         .unwrap();
     h.delete(&node_path("v3/tmp").unwrap()).await.unwrap();
     assert!(h.node(&node_path("v3/tmp").unwrap()).await.is_err());
+    // Append and resize: zarr-python must see the new shapes and values.
+    let mut spec = ArraySpec::new(3, vec![4, 3], DataType::Int32);
+    spec.chunks = Some(vec![3, 3]);
+    let first: Vec<u8> = (0..12i32).flat_map(|v| v.to_le_bytes()).collect();
+    let more: Vec<u8> = (100..115i32).flat_map(|v| v.to_le_bytes()).collect();
+    let appended = node_path("v3/appended").unwrap();
+    let a = h.create_array(&appended, &spec, false).await.unwrap();
+    a.write(
+        &Selection::all().resolve(&[4, 3]).unwrap(),
+        ArrayBytes::Fixed(first.clone()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        h.append(&appended, ArrayBytes::Fixed(more.clone()), &[5, 3], 0)
+            .await
+            .unwrap(),
+        vec![9, 3]
+    );
+    let expected: Vec<u8> = first.iter().chain(&more).copied().collect();
+    std::fs::write(dir.join("expected/appended.bin"), &expected).unwrap();
+    manifest.push(json!({"store": "store.zarr", "path": "v3/appended", "shape": [9, 3], "zarr_format": 3, "kind": "fixed", "expected": "expected/appended.bin", "lossy": false}));
+
+    let mut spec = ArraySpec::new(2, vec![10], DataType::Int16);
+    spec.chunks = Some(vec![4]);
+    spec.fill_value = json!(-1);
+    let resized = node_path("v2/resized").unwrap();
+    let a = h.create_array(&resized, &spec, false).await.unwrap();
+    a.write(
+        &Selection::all().resolve(&[10]).unwrap(),
+        ArrayBytes::Fixed((0..10i16).flat_map(|v| v.to_le_bytes()).collect()),
+    )
+    .await
+    .unwrap();
+    h.resize(&resized, vec![6]).await.unwrap();
+    h.resize(&resized, vec![12]).await.unwrap();
+    // Chunk 1 (4..8) survives the shrink with its old values; chunk 2 was deleted.
+    let expected: Vec<u8> = [0i16, 1, 2, 3, 4, 5, 6, 7, -1, -1, -1, -1]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let back = h
+        .array(&resized)
+        .await
+        .unwrap()
+        .read(&Selection::all().resolve(&[12]).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(back, ArrayBytes::Fixed(expected.clone()));
+    std::fs::write(dir.join("expected/resized.bin"), &expected).unwrap();
+    manifest.push(json!({"store": "store.zarr", "path": "v2/resized", "shape": [12], "zarr_format": 2, "kind": "fixed", "expected": "expected/resized.bin", "lossy": false}));
+
     std::fs::write(
         dir.join("manifest.json"),
         serde_json::to_vec_pretty(&manifest).unwrap(),

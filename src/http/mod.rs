@@ -12,7 +12,7 @@ pub mod raw;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{Request, State};
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::{header, HeaderName, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, MethodRouter};
@@ -20,7 +20,9 @@ use axum::Router;
 use tower_http::compression::CompressionLayer;
 use tower_http::cors::{Any, CorsLayer};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
-use tower_http::trace::TraceLayer;
+use tower_http::trace::{DefaultOnResponse, TraceLayer};
+use tower_http::LatencyUnit;
+use tracing::Level;
 
 use crate::cache::{CachedSource, ZarrCache};
 use crate::config::Config;
@@ -195,16 +197,19 @@ pub fn router(state: AppState) -> Router {
         router = router.route(&axum_path(path), handler(path));
     }
     let x_request_id = HeaderName::from_static("x-request-id");
+    // Applied per route, so the span can name the matched route.
+    let trace = TraceLayer::new_for_http()
+        .make_span_with(|request: &Request| {
+            let route = request.extensions().get::<MatchedPath>().map_or("(none)", |m| m.as_str());
+            let id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("");
+            tracing::info_span!("request", method = %request.method(), route, path = %request.uri().path(), request_id = %id)
+        })
+        .on_response(DefaultOnResponse::new().level(Level::INFO).latency_unit(LatencyUnit::Micros));
     router
         .fallback(fallback)
+        .layer(trace)
         .with_state(state)
         .layer(CompressionLayer::new().compress_when(compressible))
-        .layer(
-            TraceLayer::new_for_http().make_span_with(|request: &Request| {
-                let id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("");
-                tracing::info_span!("request", method = %request.method(), path = %request.uri().path(), request_id = %id)
-            }),
-        )
         .layer(cors())
         .layer(PropagateRequestIdLayer::new(x_request_id.clone()))
         .layer(SetRequestIdLayer::new(x_request_id, MakeRequestUuid))

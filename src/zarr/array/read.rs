@@ -135,42 +135,62 @@ impl Array {
             .chain
             .sharding()
             .ok_or_else(|| ZarrError::Data("array is not sharded".into()))?;
-        let shard_shape = &self.chunk_repr.shape;
         let size = sharding
-            .index_size(shard_shape)
+            .index_size(&self.chunk_repr.shape)
             .map_err(|e| e.for_chunk(key.as_str()))? as u64;
-        let (bytes, len) = match sharding.index_location {
-            crate::zarr::codec::IndexLocation::End => match self.store.get_suffix(key, size).await?
-            {
-                Some((bytes, meta)) => (bytes, meta.size),
-                None => return Ok(None),
-            },
-            crate::zarr::codec::IndexLocation::Start => {
-                let Some(meta) = self.store.head(key).await? else {
-                    return Ok(None);
-                };
-                if meta.size < size {
-                    return Err(ZarrError::CorruptChunk {
-                        key: key.to_string(),
-                        reason: format!(
-                            "shard of {} bytes is shorter than its {size}-byte index",
-                            meta.size
-                        ),
-                    });
-                }
-                (self.store.get_range(key, 0..size).await?, meta.size)
-            }
+        if sharding.index_location == crate::zarr::codec::IndexLocation::End {
+            // One request: the suffix, whose response also says the shard's length.
+            let Some((bytes, meta)) = self.store.get_suffix(key, size).await? else {
+                return Ok(None);
+            };
+            return self
+                .decode_shard_index(key, &bytes, meta.size)
+                .map(|i| Some((i, meta.size)));
+        }
+        let Some(meta) = self.store.head(key).await? else {
+            return Ok(None);
         };
-        if (bytes.len() as u64) < size {
+        self.read_shard_index_of(key, meta.size)
+            .await
+            .map(|i| Some((i, meta.size)))
+    }
+
+    /// The index of a shard whose length is known, by a bounded range (for
+    /// stores that refuse suffix ranges, and when the size is cached).
+    pub async fn read_shard_index_of(&self, key: &StoreKey, shard_len: u64) -> Result<ShardIndex> {
+        let sharding = self
+            .chain
+            .sharding()
+            .ok_or_else(|| ZarrError::Data("array is not sharded".into()))?;
+        let range = sharding
+            .index_range(&self.chunk_repr.shape, shard_len)
+            .map_err(|e| e.for_chunk(key.as_str()))?;
+        let bytes = self.store.get_range(key, range).await?;
+        self.decode_shard_index(key, &bytes, shard_len)
+    }
+
+    fn decode_shard_index(
+        &self,
+        key: &StoreKey,
+        bytes: &[u8],
+        shard_len: u64,
+    ) -> Result<ShardIndex> {
+        let sharding = self
+            .chain
+            .sharding()
+            .ok_or_else(|| ZarrError::Data("array is not sharded".into()))?;
+        let size = sharding
+            .index_size(&self.chunk_repr.shape)
+            .map_err(|e| e.for_chunk(key.as_str()))?;
+        if bytes.len() < size {
             return Err(ZarrError::CorruptChunk {
                 key: key.to_string(),
-                reason: format!("shard of {len} bytes is shorter than its {size}-byte index"),
+                reason: format!("shard of {shard_len} bytes is shorter than its {size}-byte index"),
             });
         }
-        let index = sharding
-            .decode_index(&bytes, shard_shape, len)
-            .map_err(|e| e.for_chunk(key.as_str()))?;
-        Ok(Some((index, len)))
+        sharding
+            .decode_index(bytes, &self.chunk_repr.shape, shard_len)
+            .map_err(|e| e.for_chunk(key.as_str()))
     }
 
     async fn read_sharded(&self, selection: &Resolved, out: &Output) -> Result<()> {
