@@ -359,4 +359,8 @@ impl ChunkSource for CachedSource {
             .map(|c| c.ok_or_else(|| ZarrError::Data("internal error: inner chunk missing".into())))
             .collect()
     }
+
+    fn invalidate(&self, key: &StoreKey) {
+        self.0.invalidate_key(key.as_str());
+    }
 }

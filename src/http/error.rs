@@ -45,6 +45,7 @@ impl From<StoreError> for ApiError {
                 (StatusCode::RANGE_NOT_SATISFIABLE, "range_not_satisfiable")
             }
             StoreError::NotSupported { .. } => (StatusCode::NOT_IMPLEMENTED, "not_supported"),
+            StoreError::Conflict { .. } => (StatusCode::CONFLICT, "conflict"),
             StoreError::BadUrl { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "bad_store"),
             StoreError::Backend { .. } => (StatusCode::BAD_GATEWAY, "store_error"),
         };

@@ -3,8 +3,10 @@
 //! the server read or write goes through here.
 
 mod key;
+pub mod update;
 
 pub use key::{node_path, StoreKey};
+pub use update::{Coordination, Outcome, Replacement, Updater};
 
 use std::ops::Range;
 use std::sync::Arc;
@@ -39,6 +41,9 @@ pub enum StoreError {
         end: u64,
         size: u64,
     },
+    /// Compare-and-swap kept losing to other writers.
+    #[error("key '{key}' is being changed by other writers; gave up after {attempts} attempts")]
+    Conflict { key: String, attempts: u32 },
     #[error("the store does not support {what}")]
     NotSupported { what: String },
     #[error("store URL '{url}': {reason}")]
@@ -150,6 +155,7 @@ pub const INTERNAL_PREFIX: &str = "__zarrd";
 pub struct Store {
     inner: Arc<dyn ObjectStore>,
     description: String,
+    updater: Arc<Updater>,
 }
 
 fn path_of(key: &StoreKey) -> Path {
@@ -159,11 +165,26 @@ fn path_of(key: &StoreKey) -> Path {
 }
 
 impl Store {
+    /// A store whose read-modify-writes use compare-and-swap (object stores, memory).
     pub fn new(inner: Arc<dyn ObjectStore>, description: impl Into<String>) -> Self {
+        Store::with_coordination(inner, description, Coordination::CompareAndSwap)
+    }
+
+    pub fn with_coordination(
+        inner: Arc<dyn ObjectStore>,
+        description: impl Into<String>,
+        coordination: Coordination,
+    ) -> Self {
         Store {
             inner,
             description: description.into(),
+            updater: Arc::new(Updater::new(coordination)),
         }
+    }
+
+    /// How read-modify-writes of keys are coordinated.
+    pub fn updater(&self) -> &Updater {
+        &self.updater
     }
 
     /// An empty in-memory store.
@@ -186,9 +207,14 @@ impl Store {
                 reason: e.to_string(),
             }
         })?;
-        Ok(Store::new(
+        // LocalFileSystem cannot put conditionally: writers lock files instead.
+        let coordination = Coordination::FileLocks {
+            dir: dir.join(INTERNAL_PREFIX).join("locks"),
+        };
+        Ok(Store::with_coordination(
             Arc::new(fs),
             format!("file://{}", dir.display()),
+            coordination,
         ))
     }
 

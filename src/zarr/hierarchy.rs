@@ -8,7 +8,6 @@ use serde_json::{json, Map, Value};
 use std::sync::Arc;
 
 use super::array::{Array, ChunkSource, Direct};
-use super::buffer::ArrayBytes;
 use super::chunk_key::ChunkKeyEncoding;
 use super::dtype::{DataType, Endian};
 use super::error::{Result, ZarrError};
@@ -16,7 +15,6 @@ use super::fill::parse_fill;
 use super::metadata::{
     parse_json, v1, v2, v3, ArrayMetadata, CodecSpec, GroupMetadata, NodeMetadata, Order,
 };
-use super::selection::{Indices, Resolved, ResolvedDim};
 use crate::store::{Store, StoreKey};
 
 /// A Zarr hierarchy in a store.
@@ -159,7 +157,7 @@ impl Hierarchy {
         &self.store
     }
 
-    async fn read_doc(&self, key: &StoreKey) -> Result<Option<Value>> {
+    pub(crate) async fn read_doc(&self, key: &StoreKey) -> Result<Option<Value>> {
         match self.store.get(key).await? {
             Some(bytes) => Ok(Some(parse_json(key.as_str(), &bytes)?)),
             None => Ok(None),
@@ -315,7 +313,7 @@ impl Hierarchy {
         Ok(())
     }
 
-    async fn put_json(&self, key: StoreKey, doc: &Value) -> Result<()> {
+    pub(crate) async fn put_json(&self, key: StoreKey, doc: &Value) -> Result<()> {
         let bytes = serde_json::to_vec_pretty(doc).map_err(|e| ZarrError::Data(e.to_string()))?;
         self.store.put(&key, bytes.into()).await?;
         Ok(())
@@ -502,119 +500,6 @@ impl Hierarchy {
             self.store.delete(&doc_key(path, ".zattrs")?).await?;
         }
         Ok(())
-    }
-
-    /// Replace a node's attributes.
-    pub async fn set_attributes(
-        &self,
-        path: &StoreKey,
-        attributes: Map<String, Value>,
-    ) -> Result<()> {
-        match self.node(path).await? {
-            NodeMetadata::Array(mut meta) => {
-                meta.attributes = attributes;
-                self.write_array_metadata(path, &meta).await
-            }
-            NodeMetadata::Group(g) if g.implicit => self.write_group(path, 3, &attributes).await,
-            NodeMetadata::Group(g) => self.write_group(path, g.zarr_format, &attributes).await,
-        }
-    }
-
-    /// Change an array's shape; chunks wholly outside the new shape are deleted.
-    pub async fn resize(&self, path: &StoreKey, shape: Vec<u64>) -> Result<ArrayMetadata> {
-        let array = self.array(path).await?;
-        let mut meta = array.metadata().clone();
-        if shape.len() != meta.shape.len() {
-            return Err(ZarrError::Data(format!(
-                "new shape {shape:?} has {} dimensions, the array has {}",
-                shape.len(),
-                meta.shape.len()
-            )));
-        }
-        let shrinks = shape.iter().zip(&meta.shape).any(|(n, o)| n < o);
-        meta.shape = shape.clone();
-        meta.validate(&super::array::metadata_key(path, meta.zarr_format))?;
-        self.write_array_metadata(path, &meta).await?;
-        if shrinks {
-            self.delete_chunks_outside(&array, &shape).await?;
-        }
-        Ok(meta)
-    }
-
-    async fn delete_chunks_outside(&self, array: &Array, shape: &[u64]) -> Result<()> {
-        let meta = array.metadata();
-        let prefix_len = if array.path().is_root() {
-            0
-        } else {
-            array.path().as_str().len() + 1
-        };
-        for key in self.store.list_recursive(array.path()).await? {
-            let rel = &key.as_str()[prefix_len..];
-            let Some(coords) = meta.chunk_key_encoding.decode(rel, meta.ndim()) else {
-                continue;
-            };
-            let outside = coords
-                .iter()
-                .zip(&meta.chunk_shape)
-                .zip(shape)
-                .any(|((&c, &n), &s)| c * n >= s);
-            if outside {
-                self.store.delete(&key).await?;
-            }
-        }
-        Ok(())
-    }
-
-    /// Append `data` (shaped `data_shape`) along `axis`; returns the new shape.
-    pub async fn append(
-        &self,
-        path: &StoreKey,
-        data: ArrayBytes,
-        data_shape: &[u64],
-        axis: usize,
-    ) -> Result<Vec<u64>> {
-        let array = self.array(path).await?;
-        let old = array.shape().to_vec();
-        if axis >= old.len() {
-            return Err(ZarrError::Data(format!(
-                "axis {axis} is out of range for {} dimensions",
-                old.len()
-            )));
-        }
-        if data_shape.len() != old.len()
-            || data_shape
-                .iter()
-                .zip(&old)
-                .enumerate()
-                .any(|(d, (a, b))| d != axis && a != b)
-        {
-            return Err(ZarrError::Data(format!(
-                "cannot append shape {data_shape:?} to {old:?} along axis {axis}"
-            )));
-        }
-        let mut shape = old.clone();
-        shape[axis] += data_shape[axis];
-        let meta = self.resize(path, shape.clone()).await?;
-        let grown = self.bind(path, meta)?;
-        let region = Resolved::Orthogonal(
-            shape
-                .iter()
-                .enumerate()
-                .map(|(d, &len)| {
-                    let start = if d == axis { old[d] } else { 0 };
-                    ResolvedDim {
-                        indices: Indices::Range {
-                            start,
-                            step: 1,
-                            len: len - start,
-                        },
-                        keep: true,
-                    }
-                })
-                .collect(),
-        );
-        grown.write(&region, data).await?;
-        Ok(shape)
     }
 
     /// Delete a node and everything below it.

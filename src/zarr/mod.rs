@@ -6,6 +6,7 @@ pub mod buffer;
 pub mod chunk_key;
 pub mod codec;
 pub mod dtype;
+pub mod edit;
 pub mod error;
 pub mod fill;
 pub mod hierarchy;

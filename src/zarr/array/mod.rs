@@ -112,6 +112,11 @@ impl Array {
         }
     }
 
+    /// Tell the chunk source a stored chunk changed outside a write (deleted on resize).
+    pub fn forget_chunk(&self, key: &StoreKey) {
+        self.source.invalidate(key);
+    }
+
     /// Decode one stored chunk; errors name its key.
     pub fn decode_chunk(&self, key: &StoreKey, bytes: Vec<u8>) -> Result<ArrayBytes> {
         self.chain

@@ -30,6 +30,9 @@ pub trait ChunkSource: Send + Sync + std::fmt::Debug {
         key: &StoreKey,
         wanted: &[(usize, Range<u64>)],
     ) -> Result<Vec<Arc<ArrayBytes>>>;
+
+    /// The value at `key` (a chunk or a shard) was written or deleted.
+    fn invalidate(&self, _key: &StoreKey) {}
 }
 
 /// Reads straight from the store, decoding on the blocking pool.

@@ -8,7 +8,9 @@ use futures::{StreamExt, TryStreamExt};
 
 use super::read::c_strides;
 use super::{run_blocking, Array, CHUNK_CONCURRENCY};
-use crate::store::StoreKey;
+use std::sync::Arc;
+
+use crate::store::{Outcome, Replacement, StoreKey, Versioned};
 use crate::zarr::buffer::{copy_mapped, ArrayBytes, DimMap};
 use crate::zarr::error::{Result, ZarrError};
 use crate::zarr::selection::{ChunkPart, Resolved};
@@ -127,7 +129,7 @@ impl Array {
     /// Write `data` (the selection's block shape, C order) into `selection`.
     pub async fn write(&self, selection: &Resolved, data: ArrayBytes) -> Result<WriteStats> {
         self.check_data(selection, &data)?;
-        let data = std::sync::Arc::new(data);
+        let data = Arc::new(data);
         let data_shape = selection.block_shape();
         let updates = self.plan_write(selection);
         if self.chain.sharding().is_some() {
@@ -157,58 +159,45 @@ impl Array {
     /// Read-modify-write one (unsharded) chunk: decode the stored chunk (or
     /// start from the fill value, or skip the read when `full`), apply
     /// `modify`, then store it, or delete it if it now equals the fill value.
+    /// The store's [`Updater`](crate::store::Updater) makes this safe against
+    /// concurrent writers of the same chunk, in this process and in others;
+    /// `modify` may run again if another writer got there first.
     pub async fn update_chunk(
         &self,
         coords: &[u64],
         full: bool,
-        modify: impl FnOnce(&mut ArrayBytes) + Send + 'static,
+        modify: impl Fn(&mut ArrayBytes) + Send + Sync + 'static,
     ) -> Result<WriteStats> {
         let key = self.chunk_key(coords)?;
-        let existing = if full {
-            None
-        } else {
-            self.store.get(&key).await?
-        };
-        let this = self.clone();
-        let key2 = key.clone();
-        let encoded = run_blocking(move || {
-            let mut chunk = match existing {
-                Some(bytes) => this.decode_chunk(&key2, bytes.to_vec())?,
-                None => this.chunk_repr.filled(),
-            };
-            modify(&mut chunk);
-            if chunk.all_equal(&this.chunk_repr.fill.0) {
-                return Ok(None);
-            }
-            this.encode_chunk(chunk).map(Some)
-        })
-        .await?;
-        self.store_chunk(&key, encoded).await
-    }
-
-    async fn store_chunk(&self, key: &StoreKey, encoded: Option<Vec<u8>>) -> Result<WriteStats> {
-        match encoded {
-            Some(bytes) => {
-                self.store.put(key, bytes.into()).await?;
-                Ok(WriteStats {
-                    chunks_written: 1,
-                    chunks_deleted: 0,
+        let modify = Arc::new(modify);
+        let outcome = self
+            .store
+            .updater()
+            .update(&self.store, &key, full, |current: Option<Versioned>| {
+                let (this, key, modify) = (self.clone(), key.clone(), modify.clone());
+                run_blocking(move || {
+                    let mut chunk = match current {
+                        Some(v) => this.decode_chunk(&key, v.bytes.to_vec())?,
+                        None => this.chunk_repr.filled(),
+                    };
+                    modify(&mut chunk);
+                    let removable = chunk.all_equal(&this.chunk_repr.fill.0);
+                    Ok(Replacement {
+                        bytes: this.encode_chunk(chunk)?,
+                        removable,
+                    })
                 })
-            }
-            None => {
-                self.store.delete(key).await?;
-                Ok(WriteStats {
-                    chunks_written: 0,
-                    chunks_deleted: 1,
-                })
-            }
-        }
+            })
+            .await;
+        // Whatever happened, a cached copy may now be stale.
+        self.source.invalidate(&key);
+        Ok(WriteStats::from(outcome?))
     }
 
     async fn write_sharded(
         &self,
         updates: Vec<ChunkUpdate>,
-        data: std::sync::Arc<ArrayBytes>,
+        data: Arc<ArrayBytes>,
         data_shape: Vec<usize>,
     ) -> Result<WriteStats> {
         let Some(sharding) = self.chain.sharding() else {
@@ -245,71 +234,110 @@ impl Array {
             .await
     }
 
-    /// Read-modify-write one shard: re-encode only the inner chunks written.
+    /// Read-modify-write one shard (the unit of locking and compare-and-swap
+    /// for sharded arrays), re-encoding only the inner chunks written.
     pub async fn update_shard(
         &self,
         shard: &[u64],
         inner: Vec<(usize, ChunkUpdate)>,
-        data: std::sync::Arc<ArrayBytes>,
+        data: Arc<ArrayBytes>,
         data_shape: Vec<usize>,
     ) -> Result<WriteStats> {
         let key = self.chunk_key(shard)?;
-        let existing = self.store.get(&key).await?;
-        let this = self.clone();
-        let key2 = key.clone();
-        let encoded = run_blocking(move || {
-            let sharding = this
-                .chain
-                .sharding()
-                .ok_or_else(|| ZarrError::Data("array is not sharded".into()))?;
-            let shard_shape = &this.chunk_repr.shape;
-            let n: usize = sharding.chunks_per_shard(shard_shape)?.iter().product();
-            let mut chunks: Vec<Option<Vec<u8>>> = vec![None; n];
-            if let Some(bytes) = &existing {
-                let range = sharding
-                    .index_range(shard_shape, bytes.len() as u64)
-                    .map_err(|e| e.for_chunk(key2.as_str()))?;
-                let index = sharding
-                    .decode_index(
-                        &bytes[range.start as usize..range.end as usize],
-                        shard_shape,
-                        bytes.len() as u64,
-                    )
-                    .map_err(|e| e.for_chunk(key2.as_str()))?;
-                for (i, slot) in chunks.iter_mut().enumerate() {
-                    *slot = index
-                        .range(i)
-                        .map(|r| bytes[r.start as usize..r.end as usize].to_vec());
-                }
-            }
-            let inner_repr = sharding.inner_repr(&this.chunk_repr);
-            for (i, update) in inner {
-                let mut chunk = match (&chunks[i], update.full) {
-                    (Some(old), false) => sharding
-                        .decode_inner(old.clone(), &this.chunk_repr)
-                        .map_err(|e| e.for_chunk(key2.as_str()))?,
-                    _ => inner_repr.filled(),
-                };
-                gather_part(
-                    &data,
-                    &data_shape,
-                    &update.part,
-                    &mut chunk,
-                    &inner_repr.shape,
-                    this.elem_size(),
+        let inner = Arc::new(inner);
+        let outcome = self
+            .store
+            .updater()
+            .update(&self.store, &key, false, |current: Option<Versioned>| {
+                let (this, key, inner, data, data_shape) = (
+                    self.clone(),
+                    key.clone(),
+                    inner.clone(),
+                    data.clone(),
+                    data_shape.clone(),
                 );
-                chunks[i] = if chunk.all_equal(&inner_repr.fill.0) {
-                    None
-                } else {
-                    Some(sharding.codecs.encode(chunk, &inner_repr)?)
-                };
+                run_blocking(move || {
+                    this.rewrite_shard(&key, current.map(|v| v.bytes), &inner, &data, &data_shape)
+                })
+            })
+            .await;
+        self.source.invalidate(&key);
+        Ok(WriteStats::from(outcome?))
+    }
+
+    fn rewrite_shard(
+        &self,
+        key: &StoreKey,
+        existing: Option<bytes::Bytes>,
+        inner: &[(usize, ChunkUpdate)],
+        data: &ArrayBytes,
+        data_shape: &[usize],
+    ) -> Result<Replacement> {
+        let sharding = self
+            .chain
+            .sharding()
+            .ok_or_else(|| ZarrError::Data("array is not sharded".into()))?;
+        let shard_shape = &self.chunk_repr.shape;
+        let n: usize = sharding.chunks_per_shard(shard_shape)?.iter().product();
+        let mut chunks: Vec<Option<Vec<u8>>> = vec![None; n];
+        if let Some(bytes) = &existing {
+            let range = sharding
+                .index_range(shard_shape, bytes.len() as u64)
+                .map_err(|e| e.for_chunk(key.as_str()))?;
+            let index = sharding
+                .decode_index(
+                    &bytes[range.start as usize..range.end as usize],
+                    shard_shape,
+                    bytes.len() as u64,
+                )
+                .map_err(|e| e.for_chunk(key.as_str()))?;
+            for (i, slot) in chunks.iter_mut().enumerate() {
+                *slot = index
+                    .range(i)
+                    .map(|r| bytes[r.start as usize..r.end as usize].to_vec());
             }
-            if chunks.iter().all(Option::is_none) {
-                return Ok(None);
-            }
-            sharding.assemble(&chunks, shard_shape).map(Some)
+        }
+        let inner_repr = sharding.inner_repr(&self.chunk_repr);
+        for (i, update) in inner {
+            let mut chunk = match (&chunks[*i], update.full) {
+                (Some(old), false) => sharding
+                    .decode_inner(old.clone(), &self.chunk_repr)
+                    .map_err(|e| e.for_chunk(key.as_str()))?,
+                _ => inner_repr.filled(),
+            };
+            gather_part(
+                data,
+                data_shape,
+                &update.part,
+                &mut chunk,
+                &inner_repr.shape,
+                self.elem_size(),
+            );
+            chunks[*i] = if chunk.all_equal(&inner_repr.fill.0) {
+                None
+            } else {
+                Some(sharding.codecs.encode(chunk, &inner_repr)?)
+            };
+        }
+        let removable = chunks.iter().all(Option::is_none);
+        Ok(Replacement {
+            bytes: sharding.assemble(&chunks, shard_shape)?,
+            removable,
         })
-        .await?;
-        self.store_chunk(&key, encoded).await
+    }
+}
+
+impl From<Outcome> for WriteStats {
+    fn from(outcome: Outcome) -> Self {
+        match outcome {
+            Outcome::Stored => WriteStats {
+                chunks_written: 1,
+                chunks_deleted: 0,
+            },
+            Outcome::Deleted => WriteStats {
+                chunks_written: 0,
+                chunks_deleted: 1,
+            },
+        }
     }
 }

@@ -1,0 +1,275 @@
+//! Safe read-modify-write of one key when many writers share a store.
+//!
+//! Two layers, named as the design names them:
+//!
+//! - **In-process chunk locks** ([`KeyLocks`]): a striped table of async
+//!   mutexes keyed by store key, held only around one key's read-modify-write,
+//!   so writes to different chunks proceed in parallel and there is no global lock.
+//! - **Across processes**, per store kind ([`Coordination`]):
+//!   - object stores and memory: **compare-and-swap**: read the value with its
+//!     version, put with `PutMode::Update` (or `Create` when it was missing),
+//!     and on a conflict re-read and retry with backoff a bounded number of
+//!     times, then fail with a conflict. Deletes cannot be conditional there,
+//!     so a value that should disappear (a chunk equal to the fill value) is
+//!     stored instead.
+//!   - local directories: `object_store`'s `LocalFileSystem` cannot do
+//!     `PutMode::Update`, so the read-modify-write runs under an **advisory
+//!     file lock** (`flock`) on a lock file under `__zarrd/locks/` in the
+//!     store root (hidden from listings), the way zarr-python's
+//!     ProcessSynchronizer locks chunks. Every zarrd process sharing the
+//!     directory takes the same lock.
+//!
+//! Puts are atomic in every backend (a temporary file renamed into place
+//! locally), so a killed writer leaves the old value or the new one.
+
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{Hash, Hasher};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::sync::Mutex;
+
+use super::{PutCondition, Store, StoreError, StoreKey, Versioned};
+
+/// Striped in-process locks: one async mutex per stripe of keys.
+#[derive(Debug)]
+pub struct KeyLocks {
+    stripes: Vec<Mutex<()>>,
+}
+
+const STRIPES: usize = 4096;
+
+fn key_hash(key: &str) -> u64 {
+    let mut h = DefaultHasher::new();
+    key.hash(&mut h);
+    h.finish()
+}
+
+impl Default for KeyLocks {
+    fn default() -> Self {
+        KeyLocks {
+            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+        }
+    }
+}
+
+impl KeyLocks {
+    fn stripe(&self, key: &str) -> &Mutex<()> {
+        &self.stripes[(key_hash(key) % STRIPES as u64) as usize]
+    }
+}
+
+/// How writers in other processes are kept out of one key's read-modify-write.
+#[derive(Debug, Clone)]
+pub enum Coordination {
+    /// Conditional puts (`PutMode::Update` / `Create`), retried on conflict.
+    CompareAndSwap,
+    /// `flock` on lock files in this directory (local file system stores).
+    FileLocks { dir: PathBuf },
+}
+
+/// The new value a read-modify-write produces.
+#[derive(Debug)]
+pub struct Replacement {
+    pub bytes: Vec<u8>,
+    /// The value only holds the fill value: it may be deleted instead of
+    /// stored where deletes are safe.
+    pub removable: bool,
+}
+
+/// What an update did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Stored,
+    Deleted,
+}
+
+/// Counters for `/metrics`.
+#[derive(Debug, Default)]
+pub struct UpdateStats {
+    pub lock_waits: AtomicU64,
+    pub lock_wait_micros: AtomicU64,
+    pub cas_retries: AtomicU64,
+    pub cas_conflicts: AtomicU64,
+}
+
+/// Coordinates read-modify-writes of keys in one store.
+#[derive(Debug)]
+pub struct Updater {
+    locks: KeyLocks,
+    coordination: Coordination,
+    max_retries: u32,
+    pub stats: UpdateStats,
+}
+
+/// Errors an update closure may return, or the store's.
+pub trait UpdateError: From<StoreError> + Send {}
+impl<E: From<StoreError> + Send> UpdateError for E {}
+
+/// A held cross-process file lock; released when dropped.
+struct FileLock(std::fs::File);
+
+impl FileLock {
+    async fn acquire(dir: PathBuf, key: &str) -> Result<FileLock, StoreError> {
+        let name = format!("{:04x}.lock", key_hash(key) % STRIPES as u64);
+        let key = key.to_string();
+        tokio::task::spawn_blocking(move || {
+            let fail = |e: std::io::Error| StoreError::Backend {
+                key: key.clone(),
+                source: object_store::Error::Generic {
+                    store: "LocalFileSystem",
+                    source: Box::new(e),
+                },
+            };
+            std::fs::create_dir_all(&dir).map_err(fail)?;
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(dir.join(name))
+                .map_err(fail)?;
+            use std::os::fd::AsRawFd;
+            // SAFETY: flock on a file descriptor this function owns; it blocks until granted.
+            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+            if rc != 0 {
+                return Err(fail(std::io::Error::last_os_error()));
+            }
+            Ok(FileLock(file))
+        })
+        .await
+        .map_err(|e| StoreError::Backend {
+            key: String::new(),
+            source: object_store::Error::Generic {
+                store: "LocalFileSystem",
+                source: Box::new(e),
+            },
+        })?
+    }
+}
+
+impl Drop for FileLock {
+    fn drop(&mut self) {
+        use std::os::fd::AsRawFd;
+        // SAFETY: unlocking our own descriptor; closing it would release the lock anyway.
+        unsafe { libc::flock(self.0.as_raw_fd(), libc::LOCK_UN) };
+    }
+}
+
+impl Updater {
+    pub fn new(coordination: Coordination) -> Self {
+        Updater {
+            locks: KeyLocks::default(),
+            coordination,
+            max_retries: 64,
+            stats: UpdateStats::default(),
+        }
+    }
+
+    pub fn coordination(&self) -> &Coordination {
+        &self.coordination
+    }
+
+    /// Replace the value at `key` with `update(current)` so that no
+    /// concurrent update of the same key is lost. `update` may run more than
+    /// once (after a conflict) and must not have side effects. With `blind`,
+    /// the new value does not depend on the current one, which is then not read.
+    pub async fn update<F, Fut, E>(
+        &self,
+        store: &Store,
+        key: &StoreKey,
+        blind: bool,
+        update: F,
+    ) -> Result<Outcome, E>
+    where
+        F: Fn(Option<Versioned>) -> Fut,
+        Fut: std::future::Future<Output = Result<Replacement, E>>,
+        E: UpdateError,
+    {
+        let started = Instant::now();
+        let _local = self.locks.stripe(key.as_str()).lock().await;
+        let waited = started.elapsed();
+        if waited > Duration::from_micros(50) {
+            self.stats.lock_waits.fetch_add(1, Ordering::Relaxed);
+            self.stats
+                .lock_wait_micros
+                .fetch_add(waited.as_micros() as u64, Ordering::Relaxed);
+        }
+        match &self.coordination {
+            Coordination::FileLocks { dir } => {
+                let _file = FileLock::acquire(dir.clone(), key.as_str()).await?;
+                let current = if blind {
+                    None
+                } else {
+                    store.get_versioned(key).await?
+                };
+                let next = update(current).await?;
+                if next.removable {
+                    store.delete(key).await?;
+                    Ok(Outcome::Deleted)
+                } else {
+                    store.put(key, Bytes::from(next.bytes)).await?;
+                    Ok(Outcome::Stored)
+                }
+            }
+            Coordination::CompareAndSwap => self.compare_and_swap(store, key, blind, update).await,
+        }
+    }
+
+    async fn compare_and_swap<F, Fut, E>(
+        &self,
+        store: &Store,
+        key: &StoreKey,
+        blind: bool,
+        update: F,
+    ) -> Result<Outcome, E>
+    where
+        F: Fn(Option<Versioned>) -> Fut,
+        Fut: std::future::Future<Output = Result<Replacement, E>>,
+        E: UpdateError,
+    {
+        let mut backoff = Duration::from_millis(2);
+        for attempt in 0..=self.max_retries {
+            if blind {
+                let next = update(None).await?;
+                store.put(key, Bytes::from(next.bytes)).await?;
+                return Ok(Outcome::Stored);
+            }
+            let current = store.get_versioned(key).await?;
+            let condition = match &current {
+                Some(v) => PutCondition::Update(v.meta.version.clone()),
+                None => PutCondition::Create,
+            };
+            let next = update(current).await?;
+            match store
+                .put_with(key, Bytes::from(next.bytes), condition)
+                .await
+            {
+                Ok(_) => return Ok(Outcome::Stored),
+                Err(StoreError::Precondition { .. } | StoreError::AlreadyExists { .. })
+                    if attempt < self.max_retries =>
+                {
+                    self.stats.cas_retries.fetch_add(1, Ordering::Relaxed);
+                    // Jittered exponential backoff so retrying writers spread out.
+                    let jitter = key_hash(&format!("{key}{attempt}{:?}", Instant::now()))
+                        % (backoff.as_micros() as u64 + 1);
+                    tokio::time::sleep(backoff / 2 + Duration::from_micros(jitter)).await;
+                    backoff = (backoff * 2).min(Duration::from_millis(500));
+                }
+                Err(StoreError::Precondition { .. } | StoreError::AlreadyExists { .. }) => break,
+                Err(e) => return Err(e.into()),
+            }
+        }
+        self.stats.cas_conflicts.fetch_add(1, Ordering::Relaxed);
+        Err(StoreError::Conflict {
+            key: key.to_string(),
+            attempts: self.max_retries + 1,
+        }
+        .into())
+    }
+}
+
+/// The shared updater of a store, for callers that hold the store.
+pub type SharedUpdater = Arc<Updater>;
