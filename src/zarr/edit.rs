@@ -36,6 +36,9 @@ pub fn merge_patch(target: &mut Value, patch: &Value) {
     }
 }
 
+/// The shape before and after a resize.
+type ShapeChange = (Vec<u64>, Vec<u64>);
+
 impl Hierarchy {
     /// Read-modify-write one JSON document; `edit` gets the current document
     /// (`None` when missing) and may run more than once.
@@ -165,7 +168,7 @@ impl Hierarchy {
         }
         let key = StoreKey::new(&metadata_key(path, meta.zarr_format))?;
         // The shape the successful run saw and made, for the caller.
-        let seen: Arc<Mutex<Option<(Vec<u64>, Vec<u64>)>>> = Arc::default();
+        let seen: Arc<Mutex<Option<ShapeChange>>> = Arc::default();
         self.update_document(&key, |doc| {
             let mut doc = doc.ok_or_else(|| ZarrError::NodeNotFound {
                 path: path.to_string(),
