@@ -121,13 +121,22 @@ impl ZarrCache {
         })
     }
 
+    /// The generation of a key: the sum of the counters of the key and of
+    /// every prefix above it, so invalidating a node (its path) also retires
+    /// every chunk below it. Counters only grow, so a sum never repeats.
     fn generation(&self, key: &str) -> u64 {
-        self.generations
-            .read()
-            .map(|g| g.get(key).copied().unwrap_or(0))
-            .unwrap_or(0)
+        let Ok(g) = self.generations.read() else {
+            return 0;
+        };
+        if g.is_empty() {
+            return 0;
+        }
+        let mut sum = g.get("").copied().unwrap_or(0) + g.get(key).copied().unwrap_or(0);
+        for (i, _) in key.match_indices('/') {
+            sum += g.get(&key[..i]).copied().unwrap_or(0);
+        }
+        sum
     }
-
     /// Forget everything cached for a store key (a chunk, or a shard and its inner chunks).
     pub fn invalidate_key(&self, key: &str) {
         if let Ok(mut g) = self.generations.write() {
@@ -136,7 +145,9 @@ impl ZarrCache {
     }
 
     /// Forget cached metadata of the node at `path`.
+    /// Forget cached metadata of the node at `path` and every decoded chunk below it.
     pub async fn invalidate_node(&self, path: &str) {
+        self.invalidate_key(path);
         self.metadata.invalidate(path).await;
     }
 

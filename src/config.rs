@@ -118,6 +118,15 @@ pub struct ServeArgs {
     /// Log format [default: text]
     #[arg(long, env = "ZARRD_LOG_FORMAT", value_enum)]
     pub log_format: Option<LogFormat>,
+    /// Refuse every write (PUT, PATCH, DELETE, POST append)
+    #[arg(long, env = "ZARRD_READ_ONLY")]
+    pub read_only: bool,
+    /// Accept writes from clients without credentials
+    #[arg(long, env = "ZARRD_ALLOW_ANONYMOUS_WRITES")]
+    pub allow_anonymous_writes: bool,
+    /// Largest request body, e.g. 256MiB [default: 256MiB]
+    #[arg(long, env = "ZARRD_MAX_BODY_SIZE", value_parser = parse_size)]
+    pub max_body_size: Option<u64>,
 }
 
 /// The config file's fields (all optional, same names as the flags).
@@ -132,6 +141,9 @@ struct FileConfig {
     json_limit: Option<SizeValue>,
     response_limit: Option<SizeValue>,
     log_format: Option<LogFormat>,
+    read_only: Option<bool>,
+    allow_anonymous_writes: Option<bool>,
+    max_body_size: Option<SizeValue>,
 }
 
 /// A size in the file: a number of bytes or a string like "512MiB".
@@ -162,6 +174,9 @@ pub struct Config {
     pub json_limit: u64,
     pub response_limit: u64,
     pub log_format: LogFormat,
+    pub read_only: bool,
+    pub allow_anonymous_writes: bool,
+    pub max_body_size: u64,
 }
 
 impl Default for Config {
@@ -175,6 +190,9 @@ impl Default for Config {
             json_limit: 64 << 20,
             response_limit: 16 << 30,
             log_format: LogFormat::Text,
+            read_only: false,
+            allow_anonymous_writes: false,
+            max_body_size: 256 << 20,
         }
     }
 }
@@ -252,6 +270,18 @@ impl Config {
                 d.response_limit,
             )?,
             log_format: args.log_format.or(file.log_format).unwrap_or(d.log_format),
+            read_only: args.read_only || file.read_only.unwrap_or(false),
+            // The demo store is in memory and disposable: it takes writes.
+            allow_anonymous_writes: args.allow_anonymous_writes
+                || file.allow_anonymous_writes.unwrap_or(false)
+                || args.demo
+                || file.demo.unwrap_or(false),
+            max_body_size: size(
+                args.max_body_size,
+                &file.max_body_size,
+                "max_body_size",
+                d.max_body_size,
+            )?,
         })
     }
 }

@@ -38,3 +38,33 @@ impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for ApiPath
             })
     }
 }
+
+/// The request body as bytes, with the size limit's rejection as a JSON 413.
+pub struct ApiBody(pub axum::body::Bytes);
+
+impl<S: Send + Sync> axum::extract::FromRequest<S> for ApiBody {
+    type Rejection = ApiError;
+
+    async fn from_request(
+        request: axum::extract::Request,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        axum::body::Bytes::from_request(request, state)
+            .await
+            .map(ApiBody)
+            .map_err(|e| {
+                ApiError::new(
+                    e.status(),
+                    if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+                        "body_too_large"
+                    } else {
+                        "bad_body"
+                    },
+                    format!(
+                        "request body: {} (the limit is set with --max-body-size)",
+                        e.body_text()
+                    ),
+                )
+            })
+    }
+}

@@ -2,12 +2,14 @@
 //! `openapi.yaml` is checked against), middleware, and serving.
 
 pub mod api;
+pub mod body;
 pub mod error;
 pub mod extract;
 pub mod formats;
 pub mod listing;
 pub mod range;
 pub mod raw;
+pub mod write;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -61,12 +63,13 @@ pub struct NoCompression;
 /// test checks `openapi.yaml` documents exactly these.
 pub const ROUTES: &[(&str, &[&str])] = &[
     ("/zarr/", &["get", "head"]),
-    ("/zarr/{key}", &["get", "head"]),
+    ("/zarr/{key}", &["get", "head", "put", "delete"]),
     ("/api/v1/tree", &["get"]),
     ("/api/v1/tree/{path}", &["get"]),
     ("/api/v1/meta", &["get"]),
-    ("/api/v1/meta/{path}", &["get"]),
-    ("/api/v1/data/{path}", &["get", "post"]),
+    ("/api/v1/meta/{path}", &["get", "put", "patch", "delete"]),
+    ("/api/v1/data/{path}", &["get", "post", "put"]),
+    ("/api/v1/append/{path}", &["post"]),
     ("/api/v1/stats", &["get"]),
     ("/healthz", &["get"]),
     ("/readyz", &["get"]),
@@ -76,12 +79,19 @@ pub const ROUTES: &[(&str, &[&str])] = &[
 fn handler(path: &str) -> MethodRouter<AppState> {
     match path {
         "/zarr/" => get(raw::list_root).head(raw::list_root),
-        "/zarr/{key}" => get(raw::get_key).head(raw::head_key),
+        "/zarr/{key}" => get(raw::get_key)
+            .head(raw::head_key)
+            .put(write::put_key)
+            .delete(write::delete_key),
         "/api/v1/tree" => get(api::tree_root),
         "/api/v1/tree/{path}" => get(api::tree),
         "/api/v1/meta" => get(api::meta_root),
-        "/api/v1/meta/{path}" => get(api::meta),
-        "/api/v1/data/{path}" => get(api::data_get).post(api::data_post),
+        "/api/v1/meta/{path}" => get(api::meta)
+            .put(write::put_meta)
+            .patch(write::patch_meta)
+            .delete(write::delete_meta),
+        "/api/v1/data/{path}" => get(api::data_get).post(api::data_post).put(write::put_data),
+        "/api/v1/append/{path}" => axum::routing::post(write::append),
         "/api/v1/stats" => get(api::stats),
         "/healthz" => get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }),
         "/readyz" => get(readyz),
@@ -205,9 +215,11 @@ pub fn router(state: AppState) -> Router {
             tracing::info_span!("request", method = %request.method(), route, path = %request.uri().path(), request_id = %id)
         })
         .on_response(DefaultOnResponse::new().level(Level::INFO).latency_unit(LatencyUnit::Micros));
+    let body_limit = usize::try_from(state.config.max_body_size).unwrap_or(usize::MAX);
     router
         .fallback(fallback)
         .layer(trace)
+        .layer(axum::extract::DefaultBodyLimit::max(body_limit))
         .with_state(state)
         .layer(CompressionLayer::new().compress_when(compressible))
         .layer(cors())

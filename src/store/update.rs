@@ -218,6 +218,34 @@ impl Updater {
         }
     }
 
+    /// Delete `key`, if `expected_etag` is given only while it has that ETag.
+    /// Under file locks this is atomic; object stores have no conditional
+    /// delete, so there the check and the delete are only serialized within
+    /// this process.
+    pub async fn delete(
+        &self,
+        store: &Store,
+        key: &StoreKey,
+        expected_etag: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let _local = self.locks.stripe(key.as_str()).lock().await;
+        let _file = match &self.coordination {
+            Coordination::FileLocks { dir } => {
+                Some(FileLock::acquire(dir.clone(), key.as_str()).await?)
+            }
+            Coordination::CompareAndSwap => None,
+        };
+        if let Some(expected) = expected_etag {
+            let current = store.head(key).await?.and_then(|m| m.version.e_tag);
+            if current.as_deref().map(|t| t.trim_matches('"')) != Some(expected.trim_matches('"')) {
+                return Err(StoreError::Precondition {
+                    key: key.to_string(),
+                });
+            }
+        }
+        store.delete(key).await
+    }
+
     async fn compare_and_swap<F, Fut, E>(
         &self,
         store: &Store,

@@ -19,6 +19,11 @@ pub use self::bytes::BytesCodec;
 pub use self::registry::{build_v2_chain, build_v3_chain, V2Filters};
 pub use self::sharding::{IndexLocation, ShardIndex, ShardingCodec};
 
+/// The transpose that turns C order into F order (v2 `order: "F"`).
+pub fn transpose_fortran(ndim: usize) -> impl ArrayToArrayCodec {
+    transpose::TransposeCodec::fortran(ndim)
+}
+
 use std::fmt::Debug;
 
 use serde_json::Value;

@@ -1,0 +1,293 @@
+//! Request bodies that carry array data: `.npy`, raw little-endian bytes, or
+//! JSON `{"data": ...}`, turned into elements of the array's data type.
+
+use axum::http::{header, HeaderMap, StatusCode};
+use base64::Engine;
+use serde_json::Value;
+
+use super::error::{ApiError, ApiResult};
+use crate::zarr::codec::{ArrayToArrayCodec, ChunkRepr};
+use crate::zarr::fill::{parse_fill, FillValue};
+use crate::zarr::{ArrayBytes, DataType};
+
+/// Array data from a request, with its shape when the body says it.
+pub struct Incoming {
+    pub data: ArrayBytes,
+    /// `None` for raw bodies, which carry no shape.
+    pub shape: Option<Vec<u64>>,
+}
+
+fn unprocessable(message: impl Into<String>) -> ApiError {
+    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "bad_data", message)
+}
+
+fn content_type(headers: &HeaderMap) -> &str {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+}
+
+/// Decode a data body for an array of `dtype`.
+pub fn decode(headers: &HeaderMap, body: &[u8], dtype: &DataType) -> ApiResult<Incoming> {
+    match content_type(headers) {
+        "application/x-npy" => npy(body, dtype),
+        "application/octet-stream" => raw(body, dtype),
+        "application/json" => json(body, dtype),
+        other => Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            format!("Content-Type '{other}' is not application/x-npy, application/octet-stream or application/json"),
+        )),
+    }
+}
+
+fn raw(body: &[u8], dtype: &DataType) -> ApiResult<Incoming> {
+    let size = dtype.size().ok_or_else(|| {
+        ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            format!(
+                "raw bodies need a fixed-size dtype, not {}; send JSON or .npy",
+                dtype.name()
+            ),
+        )
+    })?;
+    if size == 0 || body.len() % size != 0 {
+        return Err(unprocessable(format!(
+            "a raw body of {} bytes is not a whole number of {size}-byte {} elements",
+            body.len(),
+            dtype.name()
+        )));
+    }
+    Ok(Incoming {
+        data: ArrayBytes::Fixed(body.to_vec()),
+        shape: None,
+    })
+}
+
+/// numpy's descr literal (`[('a', '<i4'), ('b', '<f8', (2,))]`) as the JSON form v2 metadata uses.
+fn descr_json(descr: &str) -> Option<Value> {
+    let text = descr
+        .replace(",)", ")")
+        .replace('(', "[")
+        .replace(')', "]")
+        .replace('\'', "\"");
+    serde_json::from_str(&text).ok()
+}
+
+fn npy(body: &[u8], dtype: &DataType) -> ApiResult<Incoming> {
+    let header = crate::npy::parse_header(body).map_err(|e| unprocessable(e.to_string()))?;
+    let descr = descr_json(&header.descr)
+        .ok_or_else(|| unprocessable(format!("cannot read the .npy dtype {}", header.descr)))?;
+    let (given, endian) =
+        DataType::from_v2_json(&descr).map_err(|e| unprocessable(format!(".npy dtype: {e}")))?;
+    let count: u64 = header.shape.iter().product();
+    let payload = &body[header.data_offset.min(body.len())..];
+    let data = match (dtype, &given) {
+        (DataType::String, DataType::FixedUtf32(n))
+        | (DataType::Bytes, DataType::FixedBytes(n)) => {
+            let width = if matches!(given, DataType::FixedUtf32(_)) {
+                n * 4
+            } else {
+                *n
+            };
+            if payload.len() as u64 != count * width as u64 {
+                return Err(unprocessable(format!(
+                    "the .npy body holds {} data bytes, its header promises {}",
+                    payload.len(),
+                    count * width as u64
+                )));
+            }
+            let mut buf = payload.to_vec();
+            given.swap_declared(&mut buf, endian);
+            ArrayBytes::Variable(
+                buf.chunks(width.max(1))
+                    .take(count as usize)
+                    .map(|e| text_element(&given, e))
+                    .collect(),
+            )
+        }
+        _ => {
+            if !same_type(&given, dtype) {
+                return Err(unprocessable(format!(
+                    "the .npy dtype {} does not match the array's {}",
+                    header.descr,
+                    dtype.npy_descr()
+                )));
+            }
+            let size = dtype.size().unwrap_or(0) as u64;
+            if payload.len() as u64 != count * size {
+                return Err(unprocessable(format!(
+                    "the .npy body holds {} data bytes, its header promises {}",
+                    payload.len(),
+                    count * size
+                )));
+            }
+            let mut buf = payload.to_vec();
+            given.swap_declared(&mut buf, endian);
+            ArrayBytes::Fixed(buf)
+        }
+    };
+    let data = if header.fortran_order && header.shape.len() > 1 {
+        fortran_to_c(data, dtype, &header.shape)?
+    } else {
+        data
+    };
+    Ok(Incoming {
+        data,
+        shape: Some(header.shape),
+    })
+}
+
+/// Types equal up to byte order (which `swap_declared` removes).
+fn same_type(a: &DataType, b: &DataType) -> bool {
+    match (a, b) {
+        (DataType::Structured(x), DataType::Structured(y)) => {
+            x.len() == y.len()
+                && x.iter().zip(y).all(|(f, g)| {
+                    f.name == g.name && f.shape == g.shape && same_type(&f.dtype, &g.dtype)
+                })
+        }
+        _ => a == b,
+    }
+}
+
+fn text_element(dtype: &DataType, bytes: &[u8]) -> Vec<u8> {
+    match dtype {
+        DataType::FixedUtf32(_) => crate::zarr::fill::decode_utf32(bytes).into_bytes(),
+        _ => {
+            let end = bytes.iter().rposition(|&c| c != 0).map_or(0, |i| i + 1);
+            bytes[..end].to_vec()
+        }
+    }
+}
+
+fn fortran_to_c(data: ArrayBytes, dtype: &DataType, shape: &[u64]) -> ApiResult<ArrayBytes> {
+    // F-order data of `shape` is C-order data of the reversed shape; transposing it back gives C order.
+    let c_shape: Vec<usize> = shape.iter().map(|&d| d as usize).collect();
+    let repr = ChunkRepr {
+        shape: c_shape.clone(),
+        dtype: dtype.clone(),
+        fill: FillValue::zero(dtype),
+    };
+    let codec = crate::zarr::codec::transpose_fortran(c_shape.len());
+    codec
+        .decode(data, &repr)
+        .map_err(|e| unprocessable(e.to_string()))
+}
+
+fn json(body: &[u8], dtype: &DataType) -> ApiResult<Incoming> {
+    let doc: Value = serde_json::from_slice(body)
+        .map_err(|e| unprocessable(format!("the body is not JSON: {e}")))?;
+    let data = doc
+        .get("data")
+        .ok_or_else(|| unprocessable("a JSON body must be an object with a \"data\" member"))?;
+    let mut shape = Vec::new();
+    json_shape(data, dtype, &mut shape);
+    let mut leaves = Vec::new();
+    collect_leaves(data, shape.len(), &mut leaves);
+    let expected: u64 = shape.iter().product();
+    if leaves.len() as u64 != expected {
+        return Err(unprocessable(format!("the nested lists of \"data\" are ragged (shape {shape:?} expected {expected} values, found {})", leaves.len())));
+    }
+    let elements = leaves
+        .iter()
+        .map(|v| element_from_json(dtype, v))
+        .collect::<ApiResult<Vec<Vec<u8>>>>()?;
+    let data = if dtype.is_variable() {
+        ArrayBytes::Variable(elements)
+    } else {
+        ArrayBytes::Fixed(elements.concat())
+    };
+    Ok(Incoming {
+        data,
+        shape: Some(shape),
+    })
+}
+
+/// Whether a JSON value is one element (not a level of nesting) of `dtype`.
+fn is_leaf(v: &Value, dtype: &DataType) -> bool {
+    match v {
+        Value::Array(items) => match dtype {
+            // [re, im] and byte lists are single elements.
+            DataType::Complex64 | DataType::Complex128 => {
+                items.len() == 2 && items.iter().all(|x| !x.is_array())
+            }
+            DataType::RawBytes(_) | DataType::FixedBytes(_) | DataType::Bytes => {
+                items.iter().all(Value::is_number)
+            }
+            _ => false,
+        },
+        _ => true,
+    }
+}
+
+fn json_shape(v: &Value, dtype: &DataType, shape: &mut Vec<u64>) {
+    if is_leaf(v, dtype) {
+        return;
+    }
+    if let Value::Array(items) = v {
+        shape.push(items.len() as u64);
+        if let Some(first) = items.first() {
+            json_shape(first, dtype, shape);
+        }
+    }
+}
+
+fn collect_leaves<'a>(v: &'a Value, depth: usize, out: &mut Vec<&'a Value>) {
+    match (depth, v) {
+        (0, _) => out.push(v),
+        (_, Value::Array(items)) => items.iter().for_each(|i| collect_leaves(i, depth - 1, out)),
+        // A scalar where a list was expected: leave the count short so the caller reports raggedness.
+        _ => {}
+    }
+}
+
+/// One element from JSON: what the JSON output writes (numbers, "NaN", strings,
+/// base64, [re, im], objects for records) reads back.
+pub fn element_from_json(dtype: &DataType, v: &Value) -> ApiResult<Vec<u8>> {
+    let bad = |e: String| unprocessable(format!("value {v}: {e}"));
+    match (dtype, v) {
+        (DataType::Structured(fields), Value::Object(obj)) => {
+            let mut record = vec![0u8; dtype.size().unwrap_or(0)];
+            for f in fields {
+                let value = obj
+                    .get(&f.name)
+                    .ok_or_else(|| bad(format!("missing field '{}'", f.name)))?;
+                let bytes = if f.shape.is_empty() {
+                    element_from_json(&f.dtype, value)?
+                } else {
+                    let mut leaves = Vec::new();
+                    collect_leaves(value, f.shape.len(), &mut leaves);
+                    leaves
+                        .iter()
+                        .map(|l| element_from_json(&f.dtype, l))
+                        .collect::<ApiResult<Vec<_>>>()?
+                        .concat()
+                };
+                if bytes.len() != f.size() {
+                    return Err(bad(format!("field '{}' has the wrong size", f.name)));
+                }
+                record[f.offset..f.offset + f.size()].copy_from_slice(&bytes);
+            }
+            Ok(record)
+        }
+        (DataType::FixedBytes(n), Value::String(s)) => {
+            let mut b = s.as_bytes().to_vec();
+            if b.len() > *n {
+                return Err(bad(format!("longer than {n} bytes")));
+            }
+            b.resize(*n, 0);
+            Ok(b)
+        }
+        (DataType::Bytes, Value::String(s)) => base64::engine::general_purpose::STANDARD
+            .decode(s)
+            .map_err(|e| bad(format!("not base64: {e}"))),
+        _ => Ok(parse_fill(dtype, v).map_err(|e| bad(e.to_string()))?.0),
+    }
+}

@@ -1,0 +1,503 @@
+//! Writes over HTTP in-process: raw keys with conditions, node creation and
+//! edits, region writes in every body format, appends, and their errors.
+
+use axum::body::{to_bytes, Body};
+use axum::http::{Method, Request, StatusCode};
+use serde_json::{json, Value};
+use tower::ServiceExt;
+use zarrd::config::{Config, Recheck};
+use zarrd::http::{router, AppState};
+use zarrd::store::Store;
+
+fn app(config: Config) -> axum::Router {
+    router(AppState::new(Store::memory(), config))
+}
+
+fn writable() -> Config {
+    Config {
+        allow_anonymous_writes: true,
+        recheck_cached: Recheck::Never,
+        ..Config::default()
+    }
+}
+
+async fn call(
+    app: &axum::Router,
+    method: Method,
+    uri: &str,
+    headers: &[(&str, &str)],
+    body: impl Into<Body>,
+) -> (StatusCode, axum::http::HeaderMap, Vec<u8>) {
+    let mut req = Request::builder().method(method).uri(uri);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = app
+        .clone()
+        .oneshot(req.body(body.into()).unwrap())
+        .await
+        .unwrap();
+    let (status, headers) = (resp.status(), resp.headers().clone());
+    (
+        status,
+        headers,
+        to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .unwrap()
+            .to_vec(),
+    )
+}
+
+async fn json_of(
+    app: &axum::Router,
+    method: Method,
+    uri: &str,
+    body: Value,
+) -> (StatusCode, Value) {
+    let (s, _, b) = call(
+        app,
+        method,
+        uri,
+        &[("content-type", "application/json")],
+        body.to_string(),
+    )
+    .await;
+    (s, serde_json::from_slice(&b).unwrap_or(Value::Null))
+}
+
+async fn read_json(app: &axum::Router, uri: &str) -> Value {
+    let (s, _, b) = call(app, Method::GET, uri, &[], Body::empty()).await;
+    assert_eq!(s, StatusCode::OK, "{uri}: {}", String::from_utf8_lossy(&b));
+    serde_json::from_slice(&b).unwrap()
+}
+
+#[tokio::test]
+async fn raw_keys_conditional_writes() {
+    let app = app(writable());
+    let (s, h, _) = call(
+        &app,
+        Method::PUT,
+        "/zarr/x/blob",
+        &[("if-none-match", "*")],
+        "one",
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let etag = h.get("etag").unwrap().to_str().unwrap().to_string();
+    assert_eq!(
+        call(
+            &app,
+            Method::PUT,
+            "/zarr/x/blob",
+            &[("if-none-match", "*")],
+            "two"
+        )
+        .await
+        .0,
+        StatusCode::PRECONDITION_FAILED
+    );
+    assert_eq!(
+        call(
+            &app,
+            Method::PUT,
+            "/zarr/x/blob",
+            &[("if-match", "\"stale\"")],
+            "two"
+        )
+        .await
+        .0,
+        StatusCode::PRECONDITION_FAILED
+    );
+    assert_eq!(
+        call(
+            &app,
+            Method::PUT,
+            "/zarr/x/blob",
+            &[("if-match", &etag)],
+            "two"
+        )
+        .await
+        .0,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        call(&app, Method::GET, "/zarr/x/blob", &[], Body::empty())
+            .await
+            .2,
+        b"two"
+    );
+    assert_eq!(
+        call(
+            &app,
+            Method::DELETE,
+            "/zarr/x/blob",
+            &[("if-match", &etag)],
+            Body::empty()
+        )
+        .await
+        .0,
+        StatusCode::PRECONDITION_FAILED
+    );
+    assert_eq!(
+        call(&app, Method::DELETE, "/zarr/x/blob", &[], Body::empty())
+            .await
+            .0,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        call(&app, Method::GET, "/zarr/x/blob", &[], Body::empty())
+            .await
+            .0,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        call(&app, Method::DELETE, "/zarr/x/blob", &[], Body::empty())
+            .await
+            .0,
+        StatusCode::NOT_FOUND
+    );
+    for bad in ["/zarr/__zarrd/locks/x", "/zarr/a/../b"] {
+        let (s, _, b) = call(&app, Method::PUT, bad, &[], "v").await;
+        assert_eq!(
+            s,
+            StatusCode::BAD_REQUEST,
+            "{bad}: {}",
+            String::from_utf8_lossy(&b)
+        );
+    }
+}
+
+#[tokio::test]
+async fn writes_are_refused_when_not_allowed() {
+    let read_only = app(Config {
+        read_only: true,
+        allow_anonymous_writes: true,
+        ..Config::default()
+    });
+    let (s, _, b) = call(&read_only, Method::PUT, "/zarr/k", &[], "v").await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    assert!(String::from_utf8_lossy(&b).contains("read-only"));
+    let anonymous = app(Config::default());
+    let (s, _, b) = call(
+        &anonymous,
+        Method::PUT,
+        "/api/v1/meta/g",
+        &[("content-type", "application/json")],
+        r#"{"node_type":"group"}"#,
+    )
+    .await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    assert!(String::from_utf8_lossy(&b).contains("--allow-anonymous-writes"));
+}
+
+#[tokio::test]
+async fn nodes_are_created_edited_and_deleted() {
+    let app = app(writable());
+    let (s, meta) = json_of(&app, Method::PUT, "/api/v1/meta/a/b/arr", json!({
+        "node_type": "array", "zarr_format": 3, "shape": [10, 6], "chunks": [4, 4], "dtype": "int16",
+        "fill_value": -1, "dimension_names": ["y", "x"], "attributes": {"units": "m", "keep": 1}})).await;
+    assert_eq!(s, StatusCode::CREATED, "{meta}");
+    assert_eq!(meta["shape"], json!([10, 6]));
+    assert_eq!(
+        read_json(&app, "/api/v1/meta/a/b").await["node_type"],
+        "group",
+        "parents are created"
+    );
+    let (s, err) = json_of(
+        &app,
+        Method::PUT,
+        "/api/v1/meta/a/b/arr",
+        json!({"node_type": "group"}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CONFLICT);
+    assert!(err["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("overwrite=true"));
+    let (s, _) = json_of(&app, Method::PUT, "/api/v1/meta/v2arr", json!({
+        "node_type": "array", "zarr_format": 2, "shape": [5], "dtype": "<f8", "compressor": {"id": "zlib", "level": 1}, "order": "C"})).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (s, _) = json_of(&app, Method::PUT, "/api/v1/meta/sharded", json!({
+        "node_type": "array", "shape": [16, 16], "chunks": [4, 4], "shards": [8, 8], "dtype": "uint8"})).await;
+    assert_eq!(s, StatusCode::CREATED);
+    assert_eq!(
+        read_json(&app, "/api/v1/meta/sharded").await["shard_shape"],
+        json!([8, 8])
+    );
+    let (s, meta) = json_of(
+        &app,
+        Method::PATCH,
+        "/api/v1/meta/a/b/arr",
+        json!({"attributes": {"units": "km", "keep": null, "new": [1]}, "shape": [12, 6]}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{meta}");
+    assert_eq!(meta["attributes"], json!({"units": "km", "new": [1]}));
+    assert_eq!(meta["shape"], json!([12, 6]));
+    let (s, err) = json_of(
+        &app,
+        Method::PUT,
+        "/api/v1/meta/bad",
+        json!({"node_type": "array", "shape": [3], "dtype": "int99"}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+    assert_eq!(
+        call(&app, Method::DELETE, "/api/v1/meta/a", &[], Body::empty())
+            .await
+            .0,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        call(
+            &app,
+            Method::GET,
+            "/api/v1/meta/a/b/arr",
+            &[],
+            Body::empty()
+        )
+        .await
+        .0,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        call(&app, Method::DELETE, "/api/v1/meta/a", &[], Body::empty())
+            .await
+            .0,
+        StatusCode::NOT_FOUND
+    );
+}
+
+fn npy(descr: &str, shape: &[u64], data: &[u8]) -> Vec<u8> {
+    let mut out = zarrd::npy::header(descr, shape);
+    out.extend_from_slice(data);
+    out
+}
+
+#[tokio::test]
+async fn regions_in_every_format() {
+    let app = app(writable());
+    json_of(&app, Method::PUT, "/api/v1/meta/a", json!({"node_type": "array", "shape": [6, 5], "chunks": [4, 4], "dtype": "float32", "fill_value": 0})).await;
+    // npy, big-endian, F order.
+    let vals: Vec<f32> = (0..6).map(|v| v as f32).collect();
+    let f_order: Vec<u8> = [0usize, 3, 1, 4, 2, 5]
+        .iter()
+        .flat_map(|&i| vals[i].to_be_bytes())
+        .collect();
+    let body = {
+        let mut h = zarrd::npy::header("'>f4'", &[2, 3]);
+        // Same length, so the header padding stays valid.
+        let at = h.windows(5).position(|w| w == b"False").unwrap();
+        h[at..at + 5].copy_from_slice(b"True ");
+        h.extend(f_order);
+        h
+    };
+    let (s, _, b) = call(
+        &app,
+        Method::PUT,
+        "/api/v1/data/a?select=1:3,2:5",
+        &[("content-type", "application/x-npy")],
+        body,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+    let got = read_json(&app, "/api/v1/data/a?select=1:3,2:5&format=json").await;
+    assert_eq!(got["data"], json!([[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]));
+    // Raw bytes, then JSON with a NaN, then a broadcast scalar.
+    let raw: Vec<u8> = [7f32, 8.0].iter().flat_map(|v| v.to_le_bytes()).collect();
+    assert_eq!(
+        call(
+            &app,
+            Method::PUT,
+            "/api/v1/data/a?select=0,0:2",
+            &[("content-type", "application/octet-stream")],
+            raw
+        )
+        .await
+        .0,
+        StatusCode::OK
+    );
+    let (s, w) = json_of(
+        &app,
+        Method::PUT,
+        "/api/v1/data/a?select=5,[0,4]",
+        json!({"data": ["NaN", 1.5]}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{w}");
+    assert_eq!(w["elements"], 2);
+    json_of(
+        &app,
+        Method::PUT,
+        "/api/v1/data/a?select=4,:",
+        json!({"data": 9}),
+    )
+    .await;
+    let all = read_json(&app, "/api/v1/data/a?format=json").await;
+    assert_eq!(all["data"][0], json!([7.0, 8.0, 0.0, 0.0, 0.0]));
+    assert_eq!(all["data"][4], json!([9.0, 9.0, 9.0, 9.0, 9.0]));
+    assert_eq!(all["data"][5], json!(["NaN", 0.0, 0.0, 0.0, 1.5]));
+    // An npy body with a different dtype, and mismatched shapes, are refused clearly.
+    let (s, _, b) = call(
+        &app,
+        Method::PUT,
+        "/api/v1/data/a?select=0,0:2",
+        &[("content-type", "application/x-npy")],
+        npy("'<f8'", &[2], &[0; 16]),
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    assert!(String::from_utf8_lossy(&b).contains("does not match"));
+    let (s, err) = json_of(
+        &app,
+        Method::PUT,
+        "/api/v1/data/a?select=0:2,0:2",
+        json!({"data": [1, 2, 3]}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    let msg = err["error"]["message"].as_str().unwrap();
+    assert!(msg.contains("[3]") && msg.contains("[2, 2]"), "{msg}");
+    assert_eq!(
+        call(
+            &app,
+            Method::PUT,
+            "/api/v1/data/a",
+            &[("content-type", "text/csv")],
+            "1,2"
+        )
+        .await
+        .0,
+        StatusCode::UNSUPPORTED_MEDIA_TYPE
+    );
+    assert_eq!(
+        json_of(
+            &app,
+            Method::PUT,
+            "/api/v1/data/a?select=9",
+            json!({"data": 1})
+        )
+        .await
+        .0,
+        StatusCode::BAD_REQUEST
+    );
+    let small = app_with_limit();
+    json_of(
+        &small,
+        Method::PUT,
+        "/api/v1/meta/a",
+        json!({"node_type": "array", "shape": [100], "dtype": "uint8"}),
+    )
+    .await;
+    let (s, _, b) = call(
+        &small,
+        Method::PUT,
+        "/api/v1/data/a",
+        &[("content-type", "application/octet-stream")],
+        vec![0u8; 100],
+    )
+    .await;
+    assert_eq!(
+        s,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "{}",
+        String::from_utf8_lossy(&b)
+    );
+    assert!(serde_json::from_slice::<Value>(&b).is_ok());
+}
+
+fn app_with_limit() -> axum::Router {
+    app(Config {
+        max_body_size: 64,
+        ..writable()
+    })
+}
+
+#[tokio::test]
+async fn appends_grow_and_raw_writes_invalidate() {
+    let app = app(writable());
+    json_of(
+        &app,
+        Method::PUT,
+        "/api/v1/meta/log",
+        json!({"node_type": "array", "shape": [0, 2], "chunks": [3, 2], "dtype": "int32"}),
+    )
+    .await;
+    let (s, r) = json_of(
+        &app,
+        Method::POST,
+        "/api/v1/append/log?axis=0",
+        json!({"data": [[1, 2], [3, 4]]}),
+    )
+    .await;
+    assert_eq!(
+        (s, r["shape"].clone()),
+        (StatusCode::OK, json!([2, 2])),
+        "{r}"
+    );
+    let raw: Vec<u8> = [5i32, 6, 7, 8]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let (s, _, b) = call(
+        &app,
+        Method::POST,
+        "/api/v1/append/log",
+        &[("content-type", "application/octet-stream")],
+        raw,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+    assert_eq!(
+        read_json(&app, "/api/v1/data/log?format=json").await["data"],
+        json!([[1, 2], [3, 4], [5, 6], [7, 8]])
+    );
+    let (s, _) = json_of(
+        &app,
+        Method::POST,
+        "/api/v1/append/log?axis=1",
+        json!({"data": [[1]]}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY);
+    // A raw write of the metadata document is seen at once, even with a trusting cache.
+    let mut doc = read_json(&app, "/zarr/log/zarr.json").await;
+    doc["attributes"] = json!({"edited": "raw"});
+    assert_eq!(
+        call(
+            &app,
+            Method::PUT,
+            "/zarr/log/zarr.json",
+            &[],
+            doc.to_string()
+        )
+        .await
+        .0,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        read_json(&app, "/api/v1/meta/log").await["attributes"],
+        json!({"edited": "raw"})
+    );
+    // A raw write of a chunk too.
+    let chunk = call(&app, Method::GET, "/zarr/log/c/0/0", &[], Body::empty())
+        .await
+        .2;
+    json_of(
+        &app,
+        Method::PUT,
+        "/api/v1/data/log?select=0,0",
+        json!({"data": 100}),
+    )
+    .await;
+    assert_eq!(
+        read_json(&app, "/api/v1/data/log?select=0,0&format=json").await["data"],
+        json!(100)
+    );
+    call(&app, Method::PUT, "/zarr/log/c/0/0", &[], chunk).await;
+    assert_eq!(
+        read_json(&app, "/api/v1/data/log?select=0,0&format=json").await["data"],
+        json!(1)
+    );
+}
