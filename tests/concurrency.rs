@@ -305,7 +305,7 @@ async fn concurrent_appends_land_once() {
         json!({"node_type": "array", "shape": [0, 4], "chunks": [5, 4], "dtype": "uint32"}),
     )
     .await;
-    let (clients, blocks, rows) = (8u32, 5u32, 3u64);
+    let (clients, blocks, rows) = (16u32, 8u32, 3u64);
     let tasks: Vec<_> = (0..clients)
         .map(|c| {
             let url = servers[c as usize % 2].url.clone();

@@ -74,13 +74,15 @@ fn gather_part(
     }
 }
 
-/// Whether `part` covers every element of chunk `coords` inside `shape`.
-fn covers_chunk(part: &ChunkPart, coords: &[u64], chunk_shape: &[u64], shape: &[u64]) -> bool {
+/// Whether `part` covers every element of the chunk, so its old value need
+/// not be read. Edge chunks never qualify: the part beyond the array's shape
+/// may hold rows a concurrent append has just written there.
+fn covers_chunk(part: &ChunkPart, chunk_shape: &[u64]) -> bool {
     let ChunkPart::Block(maps) = part else {
         return false;
     };
     maps.iter().enumerate().all(|(d, m)| {
-        let extent = chunk_shape[d].min(shape[d] - coords[d] * chunk_shape[d]) as usize;
+        let extent = chunk_shape[d] as usize;
         let mut seen = vec![false; extent];
         for &i in &m.src {
             if i < extent {
@@ -100,7 +102,7 @@ impl Array {
             .chunks(&chunk_shape)
             .into_iter()
             .map(|(coords, part)| {
-                let full = covers_chunk(&part, &coords, &chunk_shape, &self.meta.shape);
+                let full = covers_chunk(&part, &chunk_shape);
                 ChunkUpdate { coords, part, full }
             })
             .collect()
