@@ -8,6 +8,8 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use crate::auth::{Auth, TokenConfig};
+
 /// Errors in flags, environment or the config file.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -127,6 +129,12 @@ pub struct ServeArgs {
     /// Largest request body, e.g. 256MiB [default: 256MiB]
     #[arg(long, env = "ZARRD_MAX_BODY_SIZE", value_parser = parse_size)]
     pub max_body_size: Option<u64>,
+    /// TOML file of bearer tokens ([[tokens]] with token or token_sha256, scopes, prefixes)
+    #[arg(long, env = "ZARRD_TOKENS_FILE")]
+    pub tokens_file: Option<PathBuf>,
+    /// Accept reads without a token even when tokens are configured
+    #[arg(long, env = "ZARRD_ALLOW_ANONYMOUS_READS")]
+    pub allow_anonymous_reads: bool,
 }
 
 /// The config file's fields (all optional, same names as the flags).
@@ -144,6 +152,10 @@ struct FileConfig {
     read_only: Option<bool>,
     allow_anonymous_writes: Option<bool>,
     max_body_size: Option<SizeValue>,
+    allow_anonymous_reads: Option<bool>,
+    tokens_file: Option<PathBuf>,
+    #[serde(default)]
+    tokens: Vec<TokenConfig>,
 }
 
 /// A size in the file: a number of bytes or a string like "512MiB".
@@ -163,6 +175,29 @@ impl SizeValue {
     }
 }
 
+/// Tokens from the config file plus a tokens file, validated.
+fn load_tokens(
+    mut tokens: Vec<TokenConfig>,
+    file: Option<&std::path::Path>,
+) -> Result<Vec<TokenConfig>, ConfigError> {
+    if let Some(path) = file {
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct TokensFile {
+            tokens: Vec<TokenConfig>,
+        }
+        let fail = |reason: String| ConfigError::File {
+            path: path.display().to_string(),
+            reason,
+        };
+        let text = std::fs::read_to_string(path).map_err(|e| fail(e.to_string()))?;
+        let parsed: TokensFile = toml::from_str(&text).map_err(|e| fail(e.to_string()))?;
+        tokens.extend(parsed.tokens);
+    }
+    Auth::new(&tokens, None, None, false).map_err(|e| invalid("tokens", e.to_string()))?;
+    Ok(tokens)
+}
+
 /// The resolved configuration.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -177,6 +212,10 @@ pub struct Config {
     pub read_only: bool,
     pub allow_anonymous_writes: bool,
     pub max_body_size: u64,
+    /// `None`: open when no tokens are configured, closed otherwise.
+    pub allow_anonymous_reads: Option<bool>,
+    /// Tokens from the config file and the tokens file, checked at start-up.
+    pub tokens: Vec<TokenConfig>,
 }
 
 impl Default for Config {
@@ -193,6 +232,8 @@ impl Default for Config {
             read_only: false,
             allow_anonymous_writes: false,
             max_body_size: 256 << 20,
+            allow_anonymous_reads: None,
+            tokens: Vec::new(),
         }
     }
 }
@@ -281,6 +322,15 @@ impl Config {
                 &file.max_body_size,
                 "max_body_size",
                 d.max_body_size,
+            )?,
+            allow_anonymous_reads: if args.allow_anonymous_reads {
+                Some(true)
+            } else {
+                file.allow_anonymous_reads
+            },
+            tokens: load_tokens(
+                file.tokens,
+                args.tokens_file.or(file.tokens_file).as_deref(),
             )?,
         })
     }

@@ -3,6 +3,7 @@
 //! The library holds the Zarr engine ([`zarr`]), with no HTTP in it, and the
 //! store layer it reads and writes through ([`store`]).
 
+pub mod auth;
 pub mod cache;
 pub mod config;
 pub mod demo;

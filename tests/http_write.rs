@@ -501,3 +501,154 @@ async fn appends_grow_and_raw_writes_invalidate() {
         json!(1)
     );
 }
+
+#[tokio::test]
+async fn bearer_tokens_scopes_and_prefixes() {
+    use zarrd::auth::{Scope, TokenConfig};
+    let token = |name: &str, secret: &str, scopes: &[Scope], prefixes: &[&str]| TokenConfig {
+        name: Some(name.into()),
+        token: Some(secret.into()),
+        token_sha256: None,
+        scopes: scopes.to_vec(),
+        prefixes: prefixes.iter().map(|p| p.to_string()).collect(),
+    };
+    let config = Config {
+        tokens: vec![
+            token("reader", "reader-secret-0001", &[Scope::Read], &[]),
+            token("writer", "writer-secret-0001", &[Scope::Write], &["era5"]),
+            token("admin", "admin-secret-00001", &[Scope::Admin], &[]),
+        ],
+        ..Config::default()
+    };
+    let app = app(config);
+    let bearer = |s: &str| format!("Bearer {s}");
+    let (s, h, _) = call(&app, Method::GET, "/api/v1/tree", &[], Body::empty()).await;
+    assert_eq!(
+        s,
+        StatusCode::UNAUTHORIZED,
+        "tokens configured: anonymous reads need --allow-anonymous-reads"
+    );
+    assert!(h.get("www-authenticate").is_some());
+    assert_eq!(
+        call(&app, Method::GET, "/healthz", &[], Body::empty())
+            .await
+            .0,
+        StatusCode::OK
+    );
+    let wrong = bearer("not-a-real-token-123");
+    assert_eq!(
+        call(
+            &app,
+            Method::GET,
+            "/api/v1/tree",
+            &[("authorization", &wrong)],
+            Body::empty()
+        )
+        .await
+        .0,
+        StatusCode::UNAUTHORIZED
+    );
+    let reader = bearer("reader-secret-0001");
+    let writer = bearer("writer-secret-0001");
+    let admin = bearer("admin-secret-00001");
+    assert_eq!(
+        call(
+            &app,
+            Method::GET,
+            "/api/v1/tree",
+            &[("authorization", &reader)],
+            Body::empty()
+        )
+        .await
+        .0,
+        StatusCode::OK
+    );
+    assert_eq!(
+        call(
+            &app,
+            Method::PUT,
+            "/zarr/era5/x",
+            &[("authorization", &reader)],
+            "v"
+        )
+        .await
+        .0,
+        StatusCode::FORBIDDEN
+    );
+    assert_eq!(
+        call(
+            &app,
+            Method::PUT,
+            "/zarr/era5/x",
+            &[("authorization", &writer)],
+            "v"
+        )
+        .await
+        .0,
+        StatusCode::NO_CONTENT
+    );
+    let (s, _, b) = call(
+        &app,
+        Method::PUT,
+        "/zarr/other/x",
+        &[("authorization", &writer)],
+        "v",
+    )
+    .await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    assert!(String::from_utf8_lossy(&b).contains("limited to era5"));
+    assert_eq!(
+        call(
+            &app,
+            Method::PUT,
+            "/zarr/era50/x",
+            &[("authorization", &writer)],
+            "v"
+        )
+        .await
+        .0,
+        StatusCode::FORBIDDEN,
+        "prefixes match whole segments"
+    );
+    let body = r#"{"node_type": "group"}"#;
+    assert_eq!(
+        call(
+            &app,
+            Method::PUT,
+            "/api/v1/meta/era5/g",
+            &[
+                ("authorization", &writer),
+                ("content-type", "application/json")
+            ],
+            body
+        )
+        .await
+        .0,
+        StatusCode::CREATED
+    );
+    assert_eq!(
+        call(
+            &app,
+            Method::DELETE,
+            "/api/v1/meta/era5/g",
+            &[("authorization", &writer)],
+            Body::empty()
+        )
+        .await
+        .0,
+        StatusCode::FORBIDDEN,
+        "deleting nodes needs admin"
+    );
+    assert_eq!(
+        call(
+            &app,
+            Method::DELETE,
+            "/api/v1/meta/era5/g",
+            &[("authorization", &admin)],
+            Body::empty()
+        )
+        .await
+        .0,
+        StatusCode::NO_CONTENT
+    );
+}

@@ -2,6 +2,7 @@
 //! `openapi.yaml` is checked against), middleware, and serving.
 
 pub mod api;
+pub mod auth;
 pub mod body;
 pub mod error;
 pub mod extract;
@@ -26,6 +27,7 @@ use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tower_http::LatencyUnit;
 use tracing::Level;
 
+use crate::auth::Auth;
 use crate::cache::{CachedSource, ZarrCache};
 use crate::config::Config;
 use crate::store::Store;
@@ -39,6 +41,7 @@ pub struct AppState {
     pub hierarchy: Hierarchy,
     pub cache: Arc<ZarrCache>,
     pub config: Arc<Config>,
+    pub auth: Arc<Auth>,
 }
 
 impl AppState {
@@ -46,11 +49,21 @@ impl AppState {
         let cache = ZarrCache::new(config.cache_size, config.recheck_cached);
         let hierarchy =
             Hierarchy::new(store.clone()).with_source(Arc::new(CachedSource(cache.clone())));
+        // Tokens were validated when the configuration was resolved; should
+        // they not be, nothing anonymous is allowed.
+        let auth = Auth::new(
+            &config.tokens,
+            None,
+            config.allow_anonymous_reads,
+            config.allow_anonymous_writes,
+        )
+        .unwrap_or_default();
         AppState {
             store,
             hierarchy,
             cache,
             config: Arc::new(config),
+            auth: Arc::new(auth),
         }
     }
 }
@@ -220,6 +233,10 @@ pub fn router(state: AppState) -> Router {
         .fallback(fallback)
         .layer(trace)
         .layer(axum::extract::DefaultBodyLimit::max(body_limit))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::authorize,
+        ))
         .with_state(state)
         .layer(CompressionLayer::new().compress_when(compressible))
         .layer(cors())

@@ -32,20 +32,13 @@ const METADATA_NAMES: [&str; 7] = [
 ];
 
 impl AppState {
-    /// Refuse writes on a read-only server or from anonymous clients when not allowed.
+    /// Refuse writes on a read-only server (who may write is checked by `auth::authorize`).
     pub fn check_writable(&self) -> ApiResult<()> {
         if self.config.read_only {
             return Err(ApiError::new(
                 StatusCode::FORBIDDEN,
                 "read_only",
                 "this server is read-only (--read-only); writes are refused",
-            ));
-        }
-        if !self.config.allow_anonymous_writes {
-            return Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "writes_forbidden",
-                "this server does not accept anonymous writes; start it with --allow-anonymous-writes",
             ));
         }
         Ok(())
