@@ -135,6 +135,12 @@ pub struct ServeArgs {
     /// Accept reads without a token even when tokens are configured
     #[arg(long, env = "ZARRD_ALLOW_ANONYMOUS_READS")]
     pub allow_anonymous_reads: bool,
+    /// Requests served at once before new ones get 503 [default: 1024]
+    #[arg(long, env = "ZARRD_MAX_CONCURRENCY")]
+    pub max_concurrency: Option<usize>,
+    /// Seconds a request may take to start its response (504 after) [default: 300]
+    #[arg(long, env = "ZARRD_REQUEST_TIMEOUT")]
+    pub request_timeout: Option<f64>,
 }
 
 /// The config file's fields (all optional, same names as the flags).
@@ -154,6 +160,8 @@ struct FileConfig {
     max_body_size: Option<SizeValue>,
     allow_anonymous_reads: Option<bool>,
     tokens_file: Option<PathBuf>,
+    max_concurrency: Option<usize>,
+    request_timeout: Option<f64>,
     #[serde(default)]
     tokens: Vec<TokenConfig>,
 }
@@ -216,6 +224,8 @@ pub struct Config {
     pub allow_anonymous_reads: Option<bool>,
     /// Tokens from the config file and the tokens file, checked at start-up.
     pub tokens: Vec<TokenConfig>,
+    pub max_concurrency: usize,
+    pub request_timeout: Duration,
 }
 
 impl Default for Config {
@@ -234,6 +244,8 @@ impl Default for Config {
             max_body_size: 256 << 20,
             allow_anonymous_reads: None,
             tokens: Vec::new(),
+            max_concurrency: 1024,
+            request_timeout: Duration::from_secs(300),
         }
     }
 }
@@ -327,6 +339,21 @@ impl Config {
                 Some(true)
             } else {
                 file.allow_anonymous_reads
+            },
+            max_concurrency: args
+                .max_concurrency
+                .or(file.max_concurrency)
+                .unwrap_or(d.max_concurrency)
+                .max(1),
+            request_timeout: match args.request_timeout.or(file.request_timeout) {
+                Some(s) if s.is_finite() && s > 0.0 => Duration::from_secs_f64(s),
+                Some(s) => {
+                    return Err(invalid(
+                        "request_timeout",
+                        format!("{s} is not a positive number of seconds"),
+                    ))
+                }
+                None => d.request_timeout,
             },
             tokens: load_tokens(
                 file.tokens,

@@ -8,6 +8,7 @@ pub mod cache;
 pub mod config;
 pub mod demo;
 pub mod http;
+pub mod metrics;
 pub mod npy;
 pub mod store;
 pub mod zarr;

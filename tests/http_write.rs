@@ -652,3 +652,48 @@ async fn bearer_tokens_scopes_and_prefixes() {
         StatusCode::NO_CONTENT
     );
 }
+
+#[tokio::test]
+async fn overload_is_503_with_retry_after_and_metrics_count_it() {
+    let app = app(Config {
+        max_concurrency: 1,
+        ..writable()
+    });
+    // Hold the only slot with a PUT whose body has not finished arriving.
+    let (mut tx, rx) = futures::channel::mpsc::channel::<Result<bytes::Bytes, std::io::Error>>(1);
+    let slow = {
+        let app = app.clone();
+        tokio::spawn(async move {
+            call(&app, Method::PUT, "/zarr/slow", &[], Body::from_stream(rx))
+                .await
+                .0
+        })
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    let (s, h, b) = call(&app, Method::GET, "/zarr/", &[], Body::empty()).await;
+    assert_eq!(
+        s,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "{}",
+        String::from_utf8_lossy(&b)
+    );
+    assert_eq!(h.get("retry-after").unwrap(), "1");
+    use futures::SinkExt;
+    tx.send(Ok(bytes::Bytes::from_static(b"done")))
+        .await
+        .unwrap();
+    drop(tx);
+    assert_eq!(slow.await.unwrap(), StatusCode::NO_CONTENT);
+    let (s, _, text) = call(&app, Method::GET, "/metrics", &[], Body::empty()).await;
+    assert_eq!(s, StatusCode::OK);
+    let text = String::from_utf8(text).unwrap();
+    assert!(text.contains("zarrd_load_shed_total"), "{text}");
+    assert!(
+        text.contains(
+            "zarrd_http_requests_total{route=\"/zarr/{*key}\",method=\"PUT\",status=\"204\"} 1"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("zarrd_cache_hits_total"));
+    assert!(text.contains("zarrd_cas_retries_total"));
+}

@@ -47,7 +47,10 @@ impl From<StoreError> for ApiError {
             StoreError::NotSupported { .. } => (StatusCode::NOT_IMPLEMENTED, "not_supported"),
             StoreError::Conflict { .. } => (StatusCode::CONFLICT, "conflict"),
             StoreError::BadUrl { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "bad_store"),
-            StoreError::Backend { .. } => (StatusCode::BAD_GATEWAY, "store_error"),
+            StoreError::Backend { .. } => {
+                crate::metrics::count(&crate::metrics::STORE_ERRORS);
+                (StatusCode::BAD_GATEWAY, "store_error")
+            }
         };
         ApiError::new(status, code, e.to_string())
     }

@@ -7,6 +7,7 @@ pub mod body;
 pub mod error;
 pub mod extract;
 pub mod formats;
+pub mod limits;
 pub mod listing;
 pub mod range;
 pub mod raw;
@@ -42,6 +43,9 @@ pub struct AppState {
     pub cache: Arc<ZarrCache>,
     pub config: Arc<Config>,
     pub auth: Arc<Auth>,
+    pub metrics: Arc<crate::metrics::Metrics>,
+    /// Permits for requests in flight (`--max-concurrency`).
+    pub in_flight: Arc<tokio::sync::Semaphore>,
 }
 
 impl AppState {
@@ -49,6 +53,7 @@ impl AppState {
         let cache = ZarrCache::new(config.cache_size, config.recheck_cached);
         let hierarchy =
             Hierarchy::new(store.clone()).with_source(Arc::new(CachedSource(cache.clone())));
+        let in_flight = Arc::new(tokio::sync::Semaphore::new(config.max_concurrency));
         // Tokens were validated when the configuration was resolved; should
         // they not be, nothing anonymous is allowed.
         let auth = Auth::new(
@@ -64,6 +69,8 @@ impl AppState {
             cache,
             config: Arc::new(config),
             auth: Arc::new(auth),
+            metrics: Arc::default(),
+            in_flight,
         }
     }
 }
@@ -87,6 +94,7 @@ pub const ROUTES: &[(&str, &[&str])] = &[
     ("/healthz", &["get"]),
     ("/readyz", &["get"]),
     ("/openapi.yaml", &["get"]),
+    ("/metrics", &["get"]),
 ];
 
 fn handler(path: &str) -> MethodRouter<AppState> {
@@ -109,6 +117,7 @@ fn handler(path: &str) -> MethodRouter<AppState> {
         "/healthz" => get(|| async { axum::Json(serde_json::json!({"status": "ok"})) }),
         "/readyz" => get(readyz),
         "/openapi.yaml" => get(openapi),
+        "/metrics" => get(metrics),
         other => unreachable_route(other),
     }
 }
@@ -143,6 +152,110 @@ async fn readyz(State(state): State<AppState>) -> Response {
 }
 
 const OPENAPI: &str = include_str!("../../openapi.yaml");
+
+async fn metrics(State(state): State<AppState>) -> Response {
+    use crate::metrics::{read, CHUNKS_DECODED, CHUNKS_ENCODED, LOAD_SHED, STORE_ERRORS};
+    use std::sync::atomic::Ordering::Relaxed;
+    let c = state.cache.stats();
+    let u = &state.store.updater().stats;
+    let extra = [
+        (
+            "zarrd_cache_hits_total",
+            "Chunk cache hits.",
+            "counter",
+            c.hits as f64,
+        ),
+        (
+            "zarrd_cache_misses_total",
+            "Chunk cache misses.",
+            "counter",
+            c.misses as f64,
+        ),
+        (
+            "zarrd_cache_revalidations_total",
+            "Cache entries revalidated against the store.",
+            "counter",
+            c.revalidations as f64,
+        ),
+        (
+            "zarrd_cache_evictions_total",
+            "Chunk cache evictions.",
+            "counter",
+            c.evictions as f64,
+        ),
+        (
+            "zarrd_cache_bytes",
+            "Bytes held by the chunk cache.",
+            "gauge",
+            c.weighted_bytes as f64,
+        ),
+        (
+            "zarrd_cache_entries",
+            "Entries in the chunk cache.",
+            "gauge",
+            c.entries as f64,
+        ),
+        (
+            "zarrd_cache_capacity_bytes",
+            "Capacity of the chunk cache.",
+            "gauge",
+            c.capacity_bytes as f64,
+        ),
+        (
+            "zarrd_chunks_decoded_total",
+            "Chunks decoded.",
+            "counter",
+            read(&CHUNKS_DECODED),
+        ),
+        (
+            "zarrd_chunks_encoded_total",
+            "Chunks encoded.",
+            "counter",
+            read(&CHUNKS_ENCODED),
+        ),
+        (
+            "zarrd_lock_waits_total",
+            "Chunk lock acquisitions that had to wait.",
+            "counter",
+            u.lock_waits.load(Relaxed) as f64,
+        ),
+        (
+            "zarrd_lock_wait_seconds_total",
+            "Time spent waiting for chunk locks.",
+            "counter",
+            u.lock_wait_micros.load(Relaxed) as f64 / 1e6,
+        ),
+        (
+            "zarrd_cas_retries_total",
+            "Compare-and-swap retries after a conflict.",
+            "counter",
+            u.cas_retries.load(Relaxed) as f64,
+        ),
+        (
+            "zarrd_cas_conflicts_total",
+            "Writes that gave up after repeated conflicts.",
+            "counter",
+            u.cas_conflicts.load(Relaxed) as f64,
+        ),
+        (
+            "zarrd_store_errors_total",
+            "Store errors answered with 502.",
+            "counter",
+            read(&STORE_ERRORS),
+        ),
+        (
+            "zarrd_load_shed_total",
+            "Requests refused with 503 because the server was at its concurrency limit.",
+            "counter",
+            read(&LOAD_SHED),
+        ),
+    ];
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        state.metrics.render(&extra),
+    )
+        .into_response()
+}
 
 async fn openapi() -> Response {
     ([(header::CONTENT_TYPE, "application/yaml")], OPENAPI).into_response()
@@ -237,7 +350,15 @@ pub fn router(state: AppState) -> Router {
             state.clone(),
             auth::authorize,
         ))
-        .with_state(state)
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            limits::observe,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            limits::shed,
+        ))
+        .with_state(state.clone())
         .layer(CompressionLayer::new().compress_when(compressible))
         .layer(cors())
         .layer(PropagateRequestIdLayer::new(x_request_id.clone()))

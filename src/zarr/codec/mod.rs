@@ -111,6 +111,7 @@ impl CodecChain {
     }
 
     pub fn encode(&self, data: ArrayBytes, decoded: &ChunkRepr) -> Result<Vec<u8>> {
+        crate::metrics::count(&crate::metrics::CHUNKS_ENCODED);
         let reprs = self.reprs(decoded)?;
         let mut data = data;
         for (codec, repr) in self.array_to_array.iter().zip(&reprs) {
@@ -124,6 +125,7 @@ impl CodecChain {
     }
 
     pub fn decode(&self, bytes: Vec<u8>, decoded: &ChunkRepr) -> Result<ArrayBytes> {
+        crate::metrics::count(&crate::metrics::CHUNKS_DECODED);
         let reprs = self.reprs(decoded)?;
         let mut bytes = bytes;
         for codec in self.bytes_to_bytes.iter().rev() {

@@ -1,0 +1,137 @@
+//! Prometheus metrics in text exposition format, kept in a small registry
+//! of our own: request counts and latency histograms by route, bytes served,
+//! cache, codec, lock and compare-and-swap counters, store errors.
+
+use std::collections::BTreeMap;
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+/// Latency buckets in seconds.
+const BUCKETS: [f64; 12] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
+];
+
+#[derive(Debug, Default)]
+struct RouteStats {
+    /// By (method, status).
+    requests: BTreeMap<(String, u16), u64>,
+    buckets: [u64; BUCKETS.len()],
+    count: u64,
+    sum_seconds: f64,
+    bytes: u64,
+}
+
+/// Process-wide counters the engine and store bump as they work.
+pub static CHUNKS_DECODED: AtomicU64 = AtomicU64::new(0);
+pub static CHUNKS_ENCODED: AtomicU64 = AtomicU64::new(0);
+pub static STORE_ERRORS: AtomicU64 = AtomicU64::new(0);
+pub static LOAD_SHED: AtomicU64 = AtomicU64::new(0);
+
+/// Per-route request metrics.
+#[derive(Debug, Default)]
+pub struct Metrics {
+    routes: Mutex<BTreeMap<String, RouteStats>>,
+}
+
+fn escape(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+impl Metrics {
+    pub fn observe(&self, route: &str, method: &str, status: u16, seconds: f64, bytes: u64) {
+        let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        let r = routes.entry(route.to_string()).or_default();
+        *r.requests.entry((method.to_string(), status)).or_insert(0) += 1;
+        for (i, le) in BUCKETS.iter().enumerate() {
+            if seconds <= *le {
+                r.buckets[i] += 1;
+            }
+        }
+        r.count += 1;
+        r.sum_seconds += seconds;
+        r.bytes += bytes;
+    }
+
+    /// The exposition text; `extra` are (name, help, kind, value) gauges and counters.
+    pub fn render(&self, extra: &[(&str, &str, &str, f64)]) -> String {
+        let mut out = String::new();
+        let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        out.push_str("# HELP zarrd_http_requests_total HTTP requests by route, method and status.\n# TYPE zarrd_http_requests_total counter\n");
+        for (route, r) in routes.iter() {
+            for ((method, status), n) in &r.requests {
+                let _ = writeln!(out, "zarrd_http_requests_total{{route=\"{}\",method=\"{method}\",status=\"{status}\"}} {n}", escape(route));
+            }
+        }
+        out.push_str("# HELP zarrd_http_request_duration_seconds Request latency by route.\n# TYPE zarrd_http_request_duration_seconds histogram\n");
+        for (route, r) in routes.iter() {
+            let route = escape(route);
+            for (i, le) in BUCKETS.iter().enumerate() {
+                let _ = writeln!(out, "zarrd_http_request_duration_seconds_bucket{{route=\"{route}\",le=\"{le}\"}} {}", r.buckets[i]);
+            }
+            let _ = writeln!(
+                out,
+                "zarrd_http_request_duration_seconds_bucket{{route=\"{route}\",le=\"+Inf\"}} {}",
+                r.count
+            );
+            let _ = writeln!(
+                out,
+                "zarrd_http_request_duration_seconds_sum{{route=\"{route}\"}} {}",
+                r.sum_seconds
+            );
+            let _ = writeln!(
+                out,
+                "zarrd_http_request_duration_seconds_count{{route=\"{route}\"}} {}",
+                r.count
+            );
+        }
+        out.push_str("# HELP zarrd_http_response_bytes_total Response body bytes by route.\n# TYPE zarrd_http_response_bytes_total counter\n");
+        for (route, r) in routes.iter() {
+            let _ = writeln!(
+                out,
+                "zarrd_http_response_bytes_total{{route=\"{}\"}} {}",
+                escape(route),
+                r.bytes
+            );
+        }
+        for (name, help, kind, value) in extra {
+            let _ = writeln!(
+                out,
+                "# HELP {name} {help}\n# TYPE {name} {kind}\n{name} {value}"
+            );
+        }
+        out
+    }
+}
+
+pub fn count(counter: &AtomicU64) {
+    counter.fetch_add(1, Ordering::Relaxed);
+}
+
+pub fn read(counter: &AtomicU64) -> f64 {
+    counter.load(Ordering::Relaxed) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn renders_prometheus_text() {
+        let m = Metrics::default();
+        m.observe("/zarr/{key}", "GET", 200, 0.003, 100);
+        m.observe("/zarr/{key}", "GET", 404, 0.2, 50);
+        let text = m.render(&[("zarrd_cache_hits_total", "Cache hits.", "counter", 3.0)]);
+        assert!(text.contains(
+            "zarrd_http_requests_total{route=\"/zarr/{key}\",method=\"GET\",status=\"404\"} 1"
+        ));
+        assert!(text.contains(
+            "zarrd_http_request_duration_seconds_bucket{route=\"/zarr/{key}\",le=\"0.005\"} 1"
+        ));
+        assert!(text.contains("zarrd_http_request_duration_seconds_count{route=\"/zarr/{key}\"} 2"));
+        assert!(text.contains("zarrd_http_response_bytes_total{route=\"/zarr/{key}\"} 150"));
+        assert!(text.contains("# TYPE zarrd_cache_hits_total counter\nzarrd_cache_hits_total 3"));
+    }
+}
