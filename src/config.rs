@@ -161,7 +161,7 @@ struct FileConfig {
     allow_anonymous_reads: Option<bool>,
     tokens_file: Option<PathBuf>,
     max_concurrency: Option<usize>,
-    request_timeout: Option<f64>,
+    request_timeout: Option<SizeValue>,
     #[serde(default)]
     tokens: Vec<TokenConfig>,
 }
@@ -171,13 +171,31 @@ struct FileConfig {
 #[serde(untagged)]
 enum SizeValue {
     Bytes(u64),
+    Float(f64),
     Text(String),
+}
+
+/// Seconds in the file: a number, or a string holding one.
+fn seconds(value: &Option<SizeValue>) -> Result<Option<f64>, ConfigError> {
+    match value {
+        None => Ok(None),
+        Some(SizeValue::Bytes(n)) => Ok(Some(*n as f64)),
+        Some(SizeValue::Float(f)) => Ok(Some(*f)),
+        Some(SizeValue::Text(t)) => t.parse().map(Some).map_err(|_| {
+            invalid(
+                "request_timeout",
+                format!("'{t}' is not a number of seconds"),
+            )
+        }),
+    }
 }
 
 impl SizeValue {
     fn bytes(&self, option: &'static str) -> Result<u64, ConfigError> {
         match self {
             SizeValue::Bytes(n) => Ok(*n),
+            SizeValue::Float(f) if *f >= 0.0 => Ok(*f as u64),
+            SizeValue::Float(f) => Err(invalid(option, format!("{f} is negative"))),
             SizeValue::Text(s) => parse_size(s).map_err(|e| invalid(option, e)),
         }
     }
@@ -345,7 +363,7 @@ impl Config {
                 .or(file.max_concurrency)
                 .unwrap_or(d.max_concurrency)
                 .max(1),
-            request_timeout: match args.request_timeout.or(file.request_timeout) {
+            request_timeout: match args.request_timeout.or(seconds(&file.request_timeout)?) {
                 Some(s) if s.is_finite() && s > 0.0 => Duration::from_secs_f64(s),
                 Some(s) => {
                     return Err(invalid(

@@ -46,6 +46,7 @@ impl From<StoreError> for ApiError {
             }
             StoreError::NotSupported { .. } => (StatusCode::NOT_IMPLEMENTED, "not_supported"),
             StoreError::Conflict { .. } => (StatusCode::CONFLICT, "conflict"),
+            StoreError::ReadOnly { .. } => (StatusCode::FORBIDDEN, "read_only"),
             StoreError::BadUrl { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "bad_store"),
             StoreError::Backend { .. } => {
                 crate::metrics::count(&crate::metrics::STORE_ERRORS);

@@ -34,6 +34,13 @@ const METADATA_NAMES: [&str; 7] = [
 impl AppState {
     /// Refuse writes on a read-only server (who may write is checked by `auth::authorize`).
     pub fn check_writable(&self) -> ApiResult<()> {
+        if self.store.is_read_only() {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "read_only",
+                format!("the store {} is read-only", self.store.description()),
+            ));
+        }
         if self.config.read_only {
             return Err(ApiError::new(
                 StatusCode::FORBIDDEN,

@@ -2,6 +2,7 @@
 //! validated [`StoreKey`]s and typed [`StoreError`]s. Everything the engine and
 //! the server read or write goes through here.
 
+mod backends;
 mod key;
 pub mod update;
 
@@ -41,6 +42,9 @@ pub enum StoreError {
         end: u64,
         size: u64,
     },
+    /// The store takes no writes (HTTP stores, read-only mounts).
+    #[error("the store {what} is read-only")]
+    ReadOnly { what: String },
     /// Compare-and-swap kept losing to other writers.
     #[error("key '{key}' is being changed by other writers; gave up after {attempts} attempts")]
     Conflict { key: String, attempts: u32 },
@@ -156,6 +160,8 @@ pub struct Store {
     inner: Arc<dyn ObjectStore>,
     description: String,
     updater: Arc<Updater>,
+    /// Writes are refused (HTTP stores).
+    read_only: bool,
 }
 
 fn path_of(key: &StoreKey) -> Path {
@@ -179,6 +185,7 @@ impl Store {
             inner,
             description: description.into(),
             updater: Arc::new(Updater::new(coordination)),
+            read_only: false,
         }
     }
 
@@ -227,13 +234,13 @@ impl Store {
             return Store::local(std::path::Path::new(path));
         }
         if location.contains("://") {
-            return Err(StoreError::BadUrl {
-                url: location.to_string(),
-                reason: "supported schemes are file:// and memory://, or a directory path"
-                    .to_string(),
-            });
+            return backends::open_url(location);
         }
         Store::local(std::path::Path::new(location))
+    }
+
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
     }
 
     pub fn description(&self) -> &str {
@@ -423,6 +430,11 @@ impl Store {
         value: Bytes,
         condition: PutCondition,
     ) -> Result<Version, StoreError> {
+        if self.read_only {
+            return Err(StoreError::ReadOnly {
+                what: self.description.clone(),
+            });
+        }
         if key.is_root() {
             return Err(StoreError::InvalidKey {
                 key: String::new(),
@@ -454,6 +466,11 @@ impl Store {
 
     /// Delete a value; deleting a missing key succeeds.
     pub async fn delete(&self, key: &StoreKey) -> Result<(), StoreError> {
+        if self.read_only {
+            return Err(StoreError::ReadOnly {
+                what: self.description.clone(),
+            });
+        }
         match self.inner.delete(&path_of(key)).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(StoreError::from_backend(key, e)),

@@ -43,7 +43,7 @@ import subprocess
 import pytest
 
 
-def start_zarrd(*args):
+def start_zarrd(*args, env=None):
     """Start zarrd on a free loopback port; returns (base_url, process)."""
     binary = os.environ.get("ZARRD_BIN", os.path.join(os.path.dirname(__file__), "..", "..", "target", "debug", "zarrd"))
     proc = subprocess.Popen(
@@ -51,6 +51,7 @@ def start_zarrd(*args):
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
+        env={**os.environ, **(env or {})},
     )
     line = proc.stdout.readline()
     match = re.search(r"http://127\.0\.0\.1:(\d+)/", line)

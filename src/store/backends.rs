@@ -1,0 +1,89 @@
+//! Opening stores from URLs: directories, `memory://`, and object storage
+//! (`s3://`, `gs://`, `az://`, read-only `http(s)://`) with credentials from
+//! the usual environment variables and retries with backoff.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use object_store::prefix::PrefixStore;
+use object_store::{ObjectStore, RetryConfig};
+use url::Url;
+
+use super::{Coordination, Store, StoreError};
+
+fn bad(url: &str, reason: impl std::fmt::Display) -> StoreError {
+    StoreError::BadUrl {
+        url: url.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+/// Transient store errors (timeouts, 5xx, throttling) are retried with
+/// exponential backoff before they become 502s.
+fn retries() -> RetryConfig {
+    RetryConfig {
+        max_retries: 5,
+        retry_timeout: Duration::from_secs(60),
+        backoff: object_store::BackoffConfig {
+            init_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(5),
+            base: 2.0,
+        },
+    }
+}
+
+fn with_prefix(inner: Arc<dyn ObjectStore>, url: &Url) -> Arc<dyn ObjectStore> {
+    let prefix = url.path().trim_matches('/');
+    if prefix.is_empty() {
+        inner
+    } else {
+        Arc::new(PrefixStore::new(inner, prefix))
+    }
+}
+
+/// A store for an object storage URL.
+pub fn open_url(location: &str) -> Result<Store, StoreError> {
+    let url = Url::parse(location).map_err(|e| bad(location, e))?;
+    let bucket_url = format!("{}://{}", url.scheme(), url.host_str().unwrap_or(""));
+    let inner: Arc<dyn ObjectStore> = match url.scheme() {
+        "s3" | "s3a" => Arc::new(
+            object_store::aws::AmazonS3Builder::from_env()
+                .with_url(&bucket_url)
+                .with_retry(retries())
+                .build()
+                .map_err(|e| bad(location, e))?,
+        ),
+        "gs" => Arc::new(
+            object_store::gcp::GoogleCloudStorageBuilder::from_env()
+                .with_url(&bucket_url)
+                .with_retry(retries())
+                .build()
+                .map_err(|e| bad(location, e))?,
+        ),
+        "az" | "azure" | "abfs" | "abfss" => Arc::new(
+            object_store::azure::MicrosoftAzureBuilder::from_env()
+                .with_url(location)
+                .with_retry(retries())
+                .build()
+                .map_err(|e| bad(location, e))?,
+        ),
+        "http" | "https" => {
+            let store = object_store::http::HttpBuilder::new().with_url(location).with_retry(retries()).build().map_err(|e| bad(location, e))?;
+            let mut s = Store::with_coordination(Arc::new(store), location, Coordination::CompareAndSwap);
+            s.read_only = true;
+            return Ok(s);
+        }
+        other => return Err(bad(location, format!("unsupported scheme '{other}' (use a directory, file://, memory://, s3://, gs://, az:// or http(s)://)"))),
+    };
+    let inner = if matches!(url.scheme(), "az" | "azure" | "abfs" | "abfss") {
+        inner
+    } else {
+        with_prefix(inner, &url)
+    };
+    // Object stores put conditionally: writers use compare-and-swap.
+    Ok(Store::with_coordination(
+        inner,
+        location,
+        Coordination::CompareAndSwap,
+    ))
+}
