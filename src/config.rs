@@ -141,6 +141,12 @@ pub struct ServeArgs {
     /// Seconds a request may take to start its response (504 after) [default: 300]
     #[arg(long, env = "ZARRD_REQUEST_TIMEOUT")]
     pub request_timeout: Option<f64>,
+    /// Origins browsers may read from, comma-separated, `*` for any [default: *]
+    #[arg(long, env = "ZARRD_CORS_ORIGINS", value_delimiter = ',')]
+    pub cors_origins: Option<Vec<String>>,
+    /// Seconds in-flight requests get to finish after SIGTERM [default: 30]
+    #[arg(long, env = "ZARRD_SHUTDOWN_TIMEOUT")]
+    pub shutdown_timeout: Option<f64>,
 }
 
 /// The config file's fields (all optional, same names as the flags).
@@ -162,6 +168,9 @@ struct FileConfig {
     tokens_file: Option<PathBuf>,
     max_concurrency: Option<usize>,
     request_timeout: Option<SizeValue>,
+    shutdown_timeout: Option<SizeValue>,
+    #[serde(default)]
+    cors: Cors,
     #[serde(default)]
     tokens: Vec<TokenConfig>,
 }
@@ -197,6 +206,33 @@ impl SizeValue {
             SizeValue::Float(f) if *f >= 0.0 => Ok(*f as u64),
             SizeValue::Float(f) => Err(invalid(option, format!("{f} is negative"))),
             SizeValue::Text(s) => parse_size(s).map_err(|e| invalid(option, e)),
+        }
+    }
+}
+
+/// Cross-origin access for browsers (`[cors]` in the config file).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Cors {
+    /// Allowed origins; `*` allows any.
+    pub origins: Vec<String>,
+    /// Allowed methods.
+    pub methods: Vec<String>,
+    /// Request headers allowed beyond the defaults (Range, If-*, Authorization, Content-Type, Accept).
+    pub headers: Vec<String>,
+    /// Response headers exposed beyond the defaults (Content-Range, Content-Length, ETag, X-Zarr-*, ...).
+    pub expose: Vec<String>,
+}
+
+impl Default for Cors {
+    fn default() -> Self {
+        Cors {
+            origins: vec!["*".into()],
+            methods: ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
+                .map(String::from)
+                .to_vec(),
+            headers: vec![],
+            expose: vec![],
         }
     }
 }
@@ -244,6 +280,8 @@ pub struct Config {
     pub tokens: Vec<TokenConfig>,
     pub max_concurrency: usize,
     pub request_timeout: Duration,
+    pub shutdown_timeout: Duration,
+    pub cors: Cors,
 }
 
 impl Default for Config {
@@ -264,6 +302,8 @@ impl Default for Config {
             tokens: Vec::new(),
             max_concurrency: 1024,
             request_timeout: Duration::from_secs(300),
+            shutdown_timeout: Duration::from_secs(30),
+            cors: Cors::default(),
         }
     }
 }
@@ -377,6 +417,20 @@ impl Config {
                 file.tokens,
                 args.tokens_file.or(file.tokens_file).as_deref(),
             )?,
+            shutdown_timeout: match args.shutdown_timeout.or(seconds(&file.shutdown_timeout)?) {
+                Some(s) if s.is_finite() && s >= 0.0 => Duration::from_secs_f64(s),
+                Some(s) => {
+                    return Err(invalid(
+                        "shutdown_timeout",
+                        format!("{s} is not a number of seconds"),
+                    ))
+                }
+                None => d.shutdown_timeout,
+            },
+            cors: Cors {
+                origins: args.cors_origins.unwrap_or(file.cors.origins),
+                ..file.cors
+            },
         })
     }
 }

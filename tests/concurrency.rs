@@ -453,3 +453,39 @@ async fn killed_writer_leaves_no_torn_chunk() {
     }
     assert!(mid_write, "no kill landed in the middle of a write");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sigterm_lets_in_flight_requests_finish() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Server::start(dir.path());
+    create(&server.url, "a", json!({"node_type": "array", "shape": [1024, 1024], "chunks": [128, 128], "dtype": "uint32"})).await;
+    let url = server.url.clone();
+    let write = tokio::spawn(async move {
+        let body: Vec<u8> = std::iter::repeat_n(7u32.to_le_bytes(), 1024 * 1024)
+            .flatten()
+            .collect();
+        client()
+            .put(format!("{url}/api/v1/data/a"))
+            .header("content-type", "application/octet-stream")
+            .body(body)
+            .send()
+            .await
+            .map(|r| r.status().as_u16())
+    });
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    // SAFETY: signalling a child process this test started.
+    unsafe { libc::kill(server.child.id() as i32, libc::SIGTERM) };
+    let status = write.await.unwrap();
+    let exit = server.child.wait().unwrap();
+    assert!(exit.success(), "zarrd exits cleanly on SIGTERM: {exit:?}");
+    if let Ok(code) = status {
+        // Accepted before the signal: it must have finished, not been cut off.
+        assert_eq!(code, 200);
+        let values = chunk_values(dir.path(), 1024, 128).await;
+        assert_eq!(
+            values.into_iter().collect::<Vec<_>>(),
+            vec![7],
+            "the whole write landed"
+        );
+    }
+}

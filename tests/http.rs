@@ -591,3 +591,22 @@ async fn served_openapi_is_the_file() {
     assert_eq!(s, StatusCode::OK);
     assert_eq!(&b[..], include_bytes!("../openapi.yaml"));
 }
+
+#[tokio::test]
+async fn cors_origins_are_configurable() {
+    let config = Config {
+        cors: zarrd::config::Cors {
+            origins: vec!["https://viewer.example".into()],
+            ..Default::default()
+        },
+        ..Config::default()
+    };
+    let app = app_with(Store::memory(), config).await;
+    let (_, h, _) = get(&app, "/healthz", &[("origin", "https://viewer.example")]).await;
+    assert_eq!(
+        hdr(&h, "access-control-allow-origin"),
+        "https://viewer.example"
+    );
+    let (_, h, _) = get(&app, "/healthz", &[("origin", "https://elsewhere.example")]).await;
+    assert_eq!(hdr(&h, "access-control-allow-origin"), "");
+}

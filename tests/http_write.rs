@@ -156,6 +156,32 @@ async fn raw_keys_conditional_writes() {
             .0,
         StatusCode::NOT_FOUND
     );
+    let (s, _, b) = call(
+        &app,
+        Method::PUT,
+        "/zarr/x/zarr.json",
+        &[],
+        r#"{"zarr_format": 3, "node_type": "array"}"#,
+    )
+    .await;
+    assert_eq!(
+        s,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "a broken metadata document is refused"
+    );
+    assert!(String::from_utf8_lossy(&b).contains("missing field 'shape'"));
+    assert_eq!(
+        call(&app, Method::PUT, "/zarr/x/.zattrs", &[], "[1]")
+            .await
+            .0,
+        StatusCode::UNPROCESSABLE_ENTITY
+    );
+    assert_eq!(
+        call(&app, Method::PUT, "/zarr/x/.zattrs", &[], r#"{"a": 1}"#)
+            .await
+            .0,
+        StatusCode::NO_CONTENT
+    );
     for bad in ["/zarr/__zarrd/locks/x", "/zarr/a/../b"] {
         let (s, _, b) = call(&app, Method::PUT, bad, &[], "v").await;
         assert_eq!(

@@ -22,7 +22,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, MethodRouter};
 use axum::Router;
 use tower_http::compression::CompressionLayer;
-use tower_http::cors::{Any, CorsLayer};
+use tower_http::cors::CorsLayer;
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tower_http::LatencyUnit;
@@ -290,8 +290,9 @@ fn compressible(
         })
 }
 
-fn cors() -> CorsLayer {
-    let exposed = [
+fn cors(config: &crate::config::Cors) -> CorsLayer {
+    use tower_http::cors::AllowOrigin;
+    let mut exposed = vec![
         header::CONTENT_RANGE,
         header::CONTENT_LENGTH,
         header::ETAG,
@@ -301,27 +302,47 @@ fn cors() -> CorsLayer {
         HeaderName::from_static("x-zarr-dtype"),
         HeaderName::from_static("x-request-id"),
     ];
+    exposed.extend(
+        config
+            .expose
+            .iter()
+            .filter_map(|h| HeaderName::try_from(h.as_str()).ok()),
+    );
+    let mut allowed = vec![
+        header::RANGE,
+        header::IF_NONE_MATCH,
+        header::IF_MATCH,
+        header::IF_MODIFIED_SINCE,
+        header::IF_RANGE,
+        header::AUTHORIZATION,
+        header::CONTENT_TYPE,
+        header::ACCEPT,
+    ];
+    allowed.extend(
+        config
+            .headers
+            .iter()
+            .filter_map(|h| HeaderName::try_from(h.as_str()).ok()),
+    );
+    let origins = if config.origins.iter().any(|o| o == "*") {
+        AllowOrigin::any()
+    } else {
+        AllowOrigin::list(
+            config
+                .origins
+                .iter()
+                .filter_map(|o| axum::http::HeaderValue::from_str(o).ok()),
+        )
+    };
+    let methods: Vec<Method> = config
+        .methods
+        .iter()
+        .filter_map(|m| Method::from_bytes(m.as_bytes()).ok())
+        .collect();
     CorsLayer::new()
-        .allow_origin(Any)
-        .allow_methods([
-            Method::GET,
-            Method::HEAD,
-            Method::POST,
-            Method::PUT,
-            Method::PATCH,
-            Method::DELETE,
-            Method::OPTIONS,
-        ])
-        .allow_headers([
-            header::RANGE,
-            header::IF_NONE_MATCH,
-            header::IF_MATCH,
-            header::IF_MODIFIED_SINCE,
-            header::IF_RANGE,
-            header::AUTHORIZATION,
-            header::CONTENT_TYPE,
-            header::ACCEPT,
-        ])
+        .allow_origin(origins)
+        .allow_methods(methods)
+        .allow_headers(allowed)
         .expose_headers(exposed)
         .max_age(Duration::from_secs(3600))
 }
@@ -342,6 +363,7 @@ pub fn router(state: AppState) -> Router {
         })
         .on_response(DefaultOnResponse::new().level(Level::INFO).latency_unit(LatencyUnit::Micros));
     let body_limit = usize::try_from(state.config.max_body_size).unwrap_or(usize::MAX);
+    let cors_config = state.config.cors.clone();
     router
         .fallback(fallback)
         .layer(trace)
@@ -360,7 +382,7 @@ pub fn router(state: AppState) -> Router {
         ))
         .with_state(state.clone())
         .layer(CompressionLayer::new().compress_when(compressible))
-        .layer(cors())
+        .layer(cors(&cors_config))
         .layer(PropagateRequestIdLayer::new(x_request_id.clone()))
         .layer(SetRequestIdLayer::new(x_request_id, MakeRequestUuid))
 }
@@ -374,9 +396,27 @@ pub async fn serve(state: AppState) -> std::io::Result<()> {
         state.store.description()
     );
     println!("zarrd listening on http://{addr}/");
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(shutdown_signal())
-        .await
+    let deadline = state.config.shutdown_timeout;
+    let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
+    let server = axum::serve(listener, router(state)).with_graceful_shutdown(async move {
+        shutdown_signal().await;
+        let _ = stopping_tx.send(());
+    });
+    // In-flight requests get `deadline` to finish once the signal came.
+    let expired = async move {
+        if stopping_rx.await.is_ok() {
+            tokio::time::sleep(deadline).await;
+        } else {
+            std::future::pending::<()>().await;
+        }
+    };
+    tokio::select! {
+        result = server => result,
+        _ = expired => {
+            tracing::warn!("shutdown deadline of {deadline:?} passed with requests still in flight");
+            Ok(())
+        }
+    }
 }
 
 async fn shutdown_signal() {

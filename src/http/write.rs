@@ -82,6 +82,33 @@ fn etag_header(headers: &HeaderMap, name: header::HeaderName) -> Option<String> 
     })
 }
 
+/// A metadata document must parse as what its name says before it is
+/// stored, so a client cannot break the hierarchy with a bad document.
+fn check_document(key: &StoreKey, value: &[u8]) -> ApiResult<()> {
+    use crate::zarr::metadata::{parse_json, v1, v2, v3};
+    let name = key.name();
+    if !METADATA_NAMES.contains(&name) {
+        return Ok(());
+    }
+    let bad = |e: String| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "bad_metadata", e);
+    let doc = parse_json(key.as_str(), value).map_err(|e| bad(e.to_string()))?;
+    let checked = match name {
+        "zarr.json" => v3::parse(key.as_str(), &doc).map(|_| ()),
+        ".zarray" => v2::parse_array(key.as_str(), &doc, None).map(|_| ()),
+        ".zgroup" => v2::parse_group(key.as_str(), &doc, None).map(|_| ()),
+        ".zmetadata" => v2::parse_consolidated(key.as_str(), &doc).map(|_| ()),
+        "meta" => v1::parse(key.as_str(), &doc, None).map(|_| ()),
+        _ => match doc {
+            Value::Object(_) => Ok(()),
+            _ => Err(ZarrError::metadata(
+                key.as_str(),
+                "attributes must be a JSON object",
+            )),
+        },
+    };
+    checked.map_err(|e| bad(e.to_string()))
+}
+
 /// `PUT /zarr/{key}`: store a value atomically.
 pub async fn put_key(
     State(state): State<AppState>,
@@ -91,6 +118,7 @@ pub async fn put_key(
 ) -> ApiResult<Response> {
     state.check_writable()?;
     let key = writable_key(&raw)?;
+    check_document(&key, &value)?;
     let if_match = etag_header(&headers, header::IF_MATCH);
     let create_only = etag_header(&headers, header::IF_NONE_MATCH).as_deref() == Some("*");
     let conditional = if_match.is_some() || create_only;

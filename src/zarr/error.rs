@@ -53,7 +53,7 @@ impl ZarrError {
             reason: reason.into(),
         }
     }
-    pub(crate) fn metadata(key: &str, reason: impl Into<String>) -> Self {
+    pub fn metadata(key: &str, reason: impl Into<String>) -> Self {
         ZarrError::Metadata {
             key: key.to_string(),
             reason: reason.into(),
