@@ -421,14 +421,18 @@ async fn killed_writer_leaves_no_torn_chunk() {
             .unwrap();
         assert_eq!(r.status(), 200);
     }
-    // Kill the server at growing delays into a whole-array write until one
-    // kill lands mid-write (some chunks new, some old); check every round.
+    // Kill the server as soon as the first chunks of a whole-array write
+    // have landed (seen on disk), so the kill falls in the middle of it.
+    let chunk_files: Vec<std::path::PathBuf> = (0..side / chunk)
+        .flat_map(|i| (0..side / chunk).map(move |j| (i, j)))
+        .map(|(i, j)| dir.path().join(format!("a/c/{i}/{j}")))
+        .collect();
     let mut mid_write = false;
-    let mut delay = Duration::from_millis(10);
-    for round in 0..14u32 {
+    for round in 0..10u32 {
         let mut server = Server::start(dir.path());
         let url = server.url.clone();
         let value = round + 2;
+        let started = std::time::SystemTime::now() - Duration::from_millis(1);
         let write = tokio::spawn(async move {
             let body: Vec<u8> = std::iter::repeat_n(value.to_le_bytes(), (side * side) as usize)
                 .flatten()
@@ -440,16 +444,31 @@ async fn killed_writer_leaves_no_torn_chunk() {
                 .send()
                 .await;
         });
-        tokio::time::sleep(delay).await;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline && !write.is_finished() {
+            let landed = chunk_files
+                .iter()
+                .filter(|f| {
+                    std::fs::metadata(f)
+                        .and_then(|m| m.modified())
+                        .is_ok_and(|t| t > started)
+                })
+                .count();
+            if landed > 0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_micros(500)).await;
+        }
         server.kill();
         let _ = write.await;
         let values = chunk_values(dir.path(), side, chunk).await;
         if values.contains(&value) && values.len() > 1 {
-            eprintln!("round {round}: killed after {delay:?}, chunks hold {values:?}: old or new, none torn");
+            eprintln!(
+                "round {round}: killed mid-write, chunks hold {values:?}: old or new, none torn"
+            );
             mid_write = true;
             break;
         }
-        delay = delay.mul_f64(1.6);
     }
     assert!(mid_write, "no kill landed in the middle of a write");
 }
