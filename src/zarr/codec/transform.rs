@@ -473,34 +473,33 @@ pub struct Shuffle {
     pub elementsize: usize,
 }
 
+/// Byte `j` of element `i` moves to `j * count + i` (or back, with `unshuffle`);
+/// trailing bytes that make no whole element stay where they are.
+fn byte_planes(bytes: Vec<u8>, size: usize, unshuffle: bool) -> Vec<u8> {
+    if size <= 1 {
+        return bytes;
+    }
+    let count = bytes.len() / size;
+    let mut out = bytes.clone();
+    for i in 0..count {
+        for j in 0..size {
+            let (element, plane) = (i * size + j, j * count + i);
+            if unshuffle {
+                out[element] = bytes[plane];
+            } else {
+                out[plane] = bytes[element];
+            }
+        }
+    }
+    out
+}
+
 impl BytesToBytesCodec for Shuffle {
     fn encode(&self, bytes: Vec<u8>) -> Result<Vec<u8>> {
-        let n = self.elementsize;
-        if n <= 1 {
-            return Ok(bytes);
-        }
-        let count = bytes.len() / n;
-        let mut out = bytes.clone();
-        for i in 0..count {
-            for j in 0..n {
-                out[j * count + i] = bytes[i * n + j];
-            }
-        }
-        Ok(out)
+        Ok(byte_planes(bytes, self.elementsize, false))
     }
     fn decode(&self, bytes: Vec<u8>) -> Result<Vec<u8>> {
-        let n = self.elementsize;
-        if n <= 1 {
-            return Ok(bytes);
-        }
-        let count = bytes.len() / n;
-        let mut out = bytes.clone();
-        for i in 0..count {
-            for j in 0..n {
-                out[i * n + j] = bytes[j * count + i];
-            }
-        }
-        Ok(out)
+        Ok(byte_planes(bytes, self.elementsize, true))
     }
     fn to_v3(&self) -> Value {
         json!({"name": "numcodecs.shuffle", "configuration": {"elementsize": self.elementsize}})
