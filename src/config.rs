@@ -172,6 +172,8 @@ struct FileConfig {
     #[serde(default)]
     cors: Cors,
     #[serde(default)]
+    mounts: std::collections::BTreeMap<String, MountSpec>,
+    #[serde(default)]
     tokens: Vec<TokenConfig>,
 }
 
@@ -208,6 +210,18 @@ impl SizeValue {
             SizeValue::Text(s) => parse_size(s).map_err(|e| invalid(option, e)),
         }
     }
+}
+
+/// A mount in the config file: a URL, or `{ url = "...", read_only = true }`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum MountSpec {
+    Url(String),
+    Full {
+        url: String,
+        #[serde(default)]
+        read_only: bool,
+    },
 }
 
 /// Cross-origin access for browsers (`[cors]` in the config file).
@@ -282,6 +296,8 @@ pub struct Config {
     pub request_timeout: Duration,
     pub shutdown_timeout: Duration,
     pub cors: Cors,
+    /// Stores mounted under top-level names: (name, URL, read-only).
+    pub mounts: Vec<(String, String, bool)>,
 }
 
 impl Default for Config {
@@ -304,6 +320,7 @@ impl Default for Config {
             request_timeout: Duration::from_secs(300),
             shutdown_timeout: Duration::from_secs(30),
             cors: Cors::default(),
+            mounts: Vec::new(),
         }
     }
 }
@@ -431,6 +448,14 @@ impl Config {
                 origins: args.cors_origins.unwrap_or(file.cors.origins),
                 ..file.cors
             },
+            mounts: file
+                .mounts
+                .into_iter()
+                .map(|(name, spec)| match spec {
+                    MountSpec::Url(url) => (name, url, false),
+                    MountSpec::Full { url, read_only } => (name, url, read_only),
+                })
+                .collect(),
         })
     }
 }
@@ -475,6 +500,19 @@ mod tests {
         assert_eq!(c.cache_size, 1 << 30);
         assert_eq!(c.recheck_cached, Recheck::After(Duration::from_secs(30)));
         assert_eq!(c.json_limit, 64 << 20);
+        std::fs::write(&path, "[mounts]\nera5 = \"memory://\"\nscratch = { url = \"file:///tmp/x\", read_only = true }\n").unwrap();
+        let c = Config::resolve(ServeArgs {
+            config: Some(path.clone()),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(
+            c.mounts,
+            vec![
+                ("era5".to_string(), "memory://".to_string(), false),
+                ("scratch".to_string(), "file:///tmp/x".to_string(), true)
+            ]
+        );
         std::fs::write(&path, "cache_sise = 1\n").unwrap();
         let err = Config::resolve(ServeArgs {
             config: Some(path),

@@ -58,11 +58,19 @@ fn main() -> std::process::ExitCode {
 }
 
 async fn run(config: Config) -> Result<(), Box<dyn std::error::Error>> {
-    let store = if config.demo {
+    let mut store = if config.demo {
         zarrd::demo::store().await?
     } else {
         Store::open(&config.root)?
     };
+    if !config.mounts.is_empty() {
+        let mounts = config
+            .mounts
+            .iter()
+            .map(|(name, url, read_only)| Store::open(url).map(|s| (name.clone(), s, *read_only)))
+            .collect::<Result<Vec<_>, _>>()?;
+        store = Store::with_mounts(store, mounts)?;
+    }
     serve(AppState::new(store, config)).await?;
     Ok(())
 }

@@ -124,36 +124,30 @@ pub async fn put_key(
     let conditional = if_match.is_some() || create_only;
     let result = state
         .store
-        .updater()
-        .update(
-            &state.store,
-            &key,
-            !conditional,
-            |current: Option<Versioned>| {
-                let check = match (&current, &if_match, create_only) {
-                    (Some(_), _, true) => Err(StoreError::Precondition {
+        .update(&key, !conditional, |current: Option<Versioned>| {
+            let check = match (&current, &if_match, create_only) {
+                (Some(_), _, true) => Err(StoreError::Precondition {
+                    key: key.to_string(),
+                }),
+                (None, Some(_), _) => Err(StoreError::Precondition {
+                    key: key.to_string(),
+                }),
+                (Some(v), Some(tag), _)
+                    if tag != "*"
+                        && v.meta.version.e_tag.as_deref().map(|t| t.trim_matches('"'))
+                            != Some(tag.as_str()) =>
+                {
+                    Err(StoreError::Precondition {
                         key: key.to_string(),
-                    }),
-                    (None, Some(_), _) => Err(StoreError::Precondition {
-                        key: key.to_string(),
-                    }),
-                    (Some(v), Some(tag), _)
-                        if tag != "*"
-                            && v.meta.version.e_tag.as_deref().map(|t| t.trim_matches('"'))
-                                != Some(tag.as_str()) =>
-                    {
-                        Err(StoreError::Precondition {
-                            key: key.to_string(),
-                        })
-                    }
-                    _ => Ok(Replacement {
-                        bytes: value.to_vec(),
-                        removable: false,
-                    }),
-                };
-                std::future::ready(check)
-            },
-        )
+                    })
+                }
+                _ => Ok(Replacement {
+                    bytes: value.to_vec(),
+                    removable: false,
+                }),
+            };
+            std::future::ready(check)
+        })
         .await;
     state.invalidate_for_key(&key).await;
     result.map_err(|e: StoreError| match e {
@@ -192,11 +186,7 @@ pub async fn delete_key(
     if state.store.head(&key).await?.is_none() {
         return Err(ApiError::not_found(format!("no value at key '{key}'")));
     }
-    let result = state
-        .store
-        .updater()
-        .delete(&state.store, &key, if_match.as_deref())
-        .await;
+    let result = state.store.delete_if(&key, if_match.as_deref()).await;
     state.invalidate_for_key(&key).await;
     result.map_err(|e| match e {
         StoreError::Precondition { .. } => ApiError::new(

@@ -162,6 +162,8 @@ pub struct Store {
     updater: Arc<Updater>,
     /// Writes are refused (HTTP stores).
     read_only: bool,
+    /// Stores mounted under top-level names (`era5/...` reads the `era5` mount).
+    mounts: Arc<Vec<(String, Store)>>,
 }
 
 fn path_of(key: &StoreKey) -> Path {
@@ -186,6 +188,7 @@ impl Store {
             description: description.into(),
             updater: Arc::new(Updater::new(coordination)),
             read_only: false,
+            mounts: Arc::new(Vec::new()),
         }
     }
 
@@ -243,6 +246,74 @@ impl Store {
         self.read_only
     }
 
+    /// `root` with `mounts` under top-level names: `name/key` is `key` in
+    /// that store. A read-only mount refuses writes.
+    pub fn with_mounts(
+        mut root: Store,
+        mounts: Vec<(String, Store, bool)>,
+    ) -> Result<Store, StoreError> {
+        let mut table = Vec::new();
+        for (name, mut store, read_only) in mounts {
+            let key = StoreKey::new(&name)?;
+            if name.contains('/') || key.is_root() || is_internal(&name) {
+                return Err(StoreError::InvalidKey {
+                    key: name,
+                    reason: "a mount name is one path segment".into(),
+                });
+            }
+            store.read_only |= read_only;
+            table.push((name, store));
+        }
+        root.mounts = Arc::new(table);
+        Ok(root)
+    }
+
+    /// The mounted store and the key within it, when `key` is below a mount.
+    fn mount_for(&self, key: &StoreKey) -> Option<(&Store, StoreKey)> {
+        if self.mounts.is_empty() {
+            return None;
+        }
+        let (first, rest) = key.as_str().split_once('/').unwrap_or((key.as_str(), ""));
+        let (_, store) = self.mounts.iter().find(|(name, _)| name == first)?;
+        Some((
+            store,
+            StoreKey::new(rest).unwrap_or_else(|_| StoreKey::root()),
+        ))
+    }
+
+    /// Read-modify-write `key` safely against concurrent writers, with the
+    /// coordination of the store that holds it (see [`Updater::update`]).
+    pub async fn update<F, Fut, E>(
+        &self,
+        key: &StoreKey,
+        blind: bool,
+        update: F,
+    ) -> Result<Outcome, E>
+    where
+        F: Fn(Option<Versioned>) -> Fut,
+        Fut: std::future::Future<Output = Result<Replacement, E>>,
+        E: update::UpdateError,
+    {
+        let (store, key) = match self.mount_for(key) {
+            Some((m, k)) => (m, k),
+            None => (self, key.clone()),
+        };
+        store.updater.update(store, &key, blind, update).await
+    }
+
+    /// Delete `key` if it still has `expected_etag` (see [`Updater::delete`]).
+    pub async fn delete_if(
+        &self,
+        key: &StoreKey,
+        expected_etag: Option<&str>,
+    ) -> Result<(), StoreError> {
+        let (store, key) = match self.mount_for(key) {
+            Some((m, k)) => (m, k),
+            None => (self, key.clone()),
+        };
+        store.updater.delete(store, &key, expected_etag).await
+    }
+
     pub fn description(&self) -> &str {
         &self.description
     }
@@ -258,6 +329,9 @@ impl Store {
 
     /// The whole value with its version, or `None` when missing.
     pub async fn get_versioned(&self, key: &StoreKey) -> Result<Option<Versioned>, StoreError> {
+        if let Some((m, k)) = self.mount_for(key) {
+            return Box::pin(m.get_versioned(&k)).await;
+        }
         match self.inner.get(&path_of(key)).await {
             Ok(result) => {
                 let meta = key_meta(&result.meta);
@@ -274,6 +348,9 @@ impl Store {
 
     /// A byte range of a value.
     pub async fn get_range(&self, key: &StoreKey, range: Range<u64>) -> Result<Bytes, StoreError> {
+        if let Some((m, k)) = self.mount_for(key) {
+            return Box::pin(m.get_range(&k, range)).await;
+        }
         self.inner
             .get_range(&path_of(key), range)
             .await
@@ -287,6 +364,9 @@ impl Store {
         key: &StoreKey,
         n: u64,
     ) -> Result<Option<(Bytes, KeyMeta)>, StoreError> {
+        if let Some((m, k)) = self.mount_for(key) {
+            return Box::pin(m.get_suffix(&k, n)).await;
+        }
         let options = GetOptions {
             range: Some(GetRange::Suffix(n)),
             ..Default::default()
@@ -311,6 +391,9 @@ impl Store {
         key: &StoreKey,
         ranges: &[Range<u64>],
     ) -> Result<Vec<Bytes>, StoreError> {
+        if let Some((m, k)) = self.mount_for(key) {
+            return Box::pin(m.get_ranges(&k, ranges)).await;
+        }
         self.inner
             .get_ranges(&path_of(key), ranges)
             .await
@@ -319,6 +402,9 @@ impl Store {
 
     /// Size and version of a value, `None` when missing.
     pub async fn head(&self, key: &StoreKey) -> Result<Option<KeyMeta>, StoreError> {
+        if let Some((m, k)) = self.mount_for(key) {
+            return Box::pin(m.head(&k)).await;
+        }
         match self.inner.head(&path_of(key)).await {
             Ok(meta) => Ok(Some(key_meta(&meta))),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
@@ -333,6 +419,9 @@ impl Store {
         key: &StoreKey,
         request: GetRequest,
     ) -> Result<GetResponse, StoreError> {
+        if let Some((m, k)) = self.mount_for(key) {
+            return Box::pin(m.get_with(&k, request)).await;
+        }
         let range = request.range.clone().map(|r| match r {
             StoreRange::Bounded(r) => GetRange::Bounded(r),
             StoreRange::From(o) => GetRange::Offset(o),
@@ -389,6 +478,9 @@ impl Store {
     /// Ask the store whether `key` still has ETag `e_tag`, without reading it
     /// (a conditional HEAD: `If-None-Match`).
     pub async fn changed_since(&self, key: &StoreKey, e_tag: &str) -> Result<Change, StoreError> {
+        if let Some((m, k)) = self.mount_for(key) {
+            return Box::pin(m.changed_since(&k, e_tag)).await;
+        }
         let options = GetOptions {
             if_none_match: Some(e_tag.to_string()),
             head: true,
@@ -404,6 +496,20 @@ impl Store {
 
     /// Every key below `prefix` with its size.
     pub async fn list_sizes(&self, prefix: &StoreKey) -> Result<Vec<(StoreKey, u64)>, StoreError> {
+        if let Some((m, k)) = self.mount_for(prefix) {
+            let name = prefix.as_str().split('/').next().unwrap_or("");
+            let inner = Box::pin(m.list_sizes(&k)).await?;
+            return Ok(inner
+                .into_iter()
+                .filter_map(|(key, size)| {
+                    StoreKey::new(name)
+                        .ok()?
+                        .join(key.as_str())
+                        .ok()
+                        .map(|k| (k, size))
+                })
+                .collect());
+        }
         let path = (!prefix.is_root()).then(|| path_of(prefix));
         let metas: Vec<_> = self
             .inner
@@ -430,6 +536,9 @@ impl Store {
         value: Bytes,
         condition: PutCondition,
     ) -> Result<Version, StoreError> {
+        if let Some((m, k)) = self.mount_for(key) {
+            return Box::pin(m.put_with(&k, value, condition)).await;
+        }
         if self.read_only {
             return Err(StoreError::ReadOnly {
                 what: self.description.clone(),
@@ -466,6 +575,9 @@ impl Store {
 
     /// Delete a value; deleting a missing key succeeds.
     pub async fn delete(&self, key: &StoreKey) -> Result<(), StoreError> {
+        if let Some((m, k)) = self.mount_for(key) {
+            return Box::pin(m.delete(&k)).await;
+        }
         if self.read_only {
             return Err(StoreError::ReadOnly {
                 what: self.description.clone(),
@@ -479,6 +591,14 @@ impl Store {
 
     /// Every key below `prefix` (recursively), as full keys, sorted.
     pub async fn list_recursive(&self, prefix: &StoreKey) -> Result<Vec<StoreKey>, StoreError> {
+        if let Some((m, k)) = self.mount_for(prefix) {
+            let name = prefix.as_str().split('/').next().unwrap_or("");
+            let inner = Box::pin(m.list_recursive(&k)).await?;
+            return Ok(inner
+                .into_iter()
+                .filter_map(|key| StoreKey::new(name).ok()?.join(key.as_str()).ok())
+                .collect());
+        }
         let path = (!prefix.is_root()).then(|| path_of(prefix));
         let metas: Vec<_> = self
             .inner
@@ -498,6 +618,9 @@ impl Store {
 
     /// One level below `prefix`: the keys and sub-prefixes there, as relative names.
     pub async fn list_dir(&self, prefix: &StoreKey) -> Result<Listing, StoreError> {
+        if let Some((m, k)) = self.mount_for(prefix) {
+            return Box::pin(m.list_dir(&k)).await;
+        }
         let path = (!prefix.is_root()).then(|| path_of(prefix));
         let result = self
             .inner
@@ -521,6 +644,12 @@ impl Store {
                 .collect(),
             prefixes: result.common_prefixes.iter().filter_map(strip).collect(),
         };
+        if prefix.is_root() {
+            listing
+                .prefixes
+                .extend(self.mounts.iter().map(|(name, _)| name.clone()));
+            listing.prefixes.dedup();
+        }
         listing.keys.sort();
         listing.prefixes.sort();
         Ok(listing)

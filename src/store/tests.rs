@@ -219,3 +219,76 @@ async fn in_process_locks_serialize_even_without_cas() {
     y.await.unwrap();
     assert_eq!(a.get(&key).await.unwrap().unwrap(), &b"100"[..]);
 }
+
+#[tokio::test]
+async fn mounts_route_keys_by_their_first_segment() {
+    let k = |s: &str| StoreKey::new(s).unwrap();
+    let root = Store::memory();
+    let era5 = Store::memory();
+    let dir = tempfile::tempdir().unwrap();
+    let archive = Store::local(dir.path()).unwrap();
+    archive
+        .put(&k("old/x"), Bytes::from_static(b"kept"))
+        .await
+        .unwrap();
+    let store = Store::with_mounts(
+        root.clone(),
+        vec![
+            ("era5".into(), era5.clone(), false),
+            ("archive".into(), archive, true),
+        ],
+    )
+    .unwrap();
+    store
+        .put(&k("era5/t/zarr.json"), Bytes::from_static(b"{}"))
+        .await
+        .unwrap();
+    assert_eq!(
+        era5.get(&k("t/zarr.json")).await.unwrap().unwrap(),
+        &b"{}"[..],
+        "written into the mount"
+    );
+    assert!(root.get(&k("era5/t/zarr.json")).await.unwrap().is_none());
+    assert_eq!(
+        store.get_range(&k("archive/old/x"), 1..3).await.unwrap(),
+        &b"ep"[..]
+    );
+    let err = store
+        .put(&k("archive/old/x"), Bytes::new())
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::ReadOnly { .. }), "{err}");
+    let listing = store.list_dir(&StoreKey::root()).await.unwrap();
+    assert_eq!(
+        listing.prefixes,
+        vec!["archive".to_string(), "era5".to_string()]
+    );
+    assert_eq!(
+        store.list_recursive(&k("era5")).await.unwrap(),
+        vec![k("era5/t/zarr.json")]
+    );
+    assert_eq!(
+        store.list_dir(&k("archive/old")).await.unwrap().keys,
+        vec!["x".to_string()]
+    );
+    let outcome = store
+        .update(
+            &k("era5/counter"),
+            false,
+            |current: Option<Versioned>| async move {
+                assert!(current.is_none());
+                Ok::<_, StoreError>(Replacement {
+                    bytes: b"1".to_vec(),
+                    removable: false,
+                })
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(outcome, Outcome::Stored);
+    assert!(Store::with_mounts(
+        Store::memory(),
+        vec![("a/b".into(), Store::memory(), false)]
+    )
+    .is_err());
+}

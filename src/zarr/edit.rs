@@ -49,8 +49,7 @@ impl Hierarchy {
     ) -> Result<()> {
         let store = self.store();
         store
-            .updater()
-            .update(store, key, false, |current: Option<Versioned>| {
+            .update(key, false, |current: Option<Versioned>| {
                 let doc = current
                     .map(|v| parse_json(key.as_str(), &v.bytes))
                     .transpose();

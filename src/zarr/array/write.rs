@@ -174,8 +174,7 @@ impl Array {
         let modify = Arc::new(modify);
         let outcome = self
             .store
-            .updater()
-            .update(&self.store, &key, full, |current: Option<Versioned>| {
+            .update(&key, full, |current: Option<Versioned>| {
                 let (this, key, modify) = (self.clone(), key.clone(), modify.clone());
                 run_blocking(move || {
                     let mut chunk = match current {
@@ -249,8 +248,7 @@ impl Array {
         let inner = Arc::new(inner);
         let outcome = self
             .store
-            .updater()
-            .update(&self.store, &key, false, |current: Option<Versioned>| {
+            .update(&key, false, |current: Option<Versioned>| {
                 let (this, key, inner, data, data_shape) = (
                     self.clone(),
                     key.clone(),
