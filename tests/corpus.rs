@@ -136,7 +136,8 @@ async fn corpus_reads_bit_for_bit() {
             entry["store"].as_str().unwrap(),
             entry["path"].as_str().unwrap()
         );
-        let store = Store::local(&dir.join(entry["store"].as_str().unwrap())).unwrap();
+        let store =
+            Store::open(dir.join(entry["store"].as_str().unwrap()).to_str().unwrap()).unwrap();
         let hierarchy = Hierarchy::new(store);
         let path = node_path(entry["path"].as_str().unwrap()).unwrap();
         let array = match hierarchy.array(&path).await {

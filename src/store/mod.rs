@@ -5,6 +5,7 @@
 mod backends;
 mod key;
 pub mod update;
+mod zip;
 
 pub use key::{node_path, StoreKey};
 pub use update::{Coordination, Outcome, Replacement, Updater};
@@ -234,10 +235,26 @@ impl Store {
             return Ok(Store::memory());
         }
         if let Some(path) = location.strip_prefix("file://") {
-            return Store::local(std::path::Path::new(path));
+            return Store::open(path);
         }
         if location.contains("://") {
             return backends::open_url(location);
+        }
+        let path = std::path::Path::new(location);
+        if path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("zip"))
+            && path.is_file()
+        {
+            // A zip file as zarr-python's ZipStore writes it: read-only.
+            let zip = zip::ZipStore::open(path)?;
+            let mut store = Store::with_coordination(
+                Arc::new(zip),
+                format!("zip://{location}"),
+                Coordination::CompareAndSwap,
+            );
+            store.read_only = true;
+            return Ok(store);
         }
         Store::local(std::path::Path::new(location))
     }

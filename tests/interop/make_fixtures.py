@@ -423,6 +423,27 @@ def xarray_cases():
             expected_entry(store, name, ds[name].values, fmt, "xarray")
 
 
+def zip_cases():
+    """A zip file as zarr-python's ZipStore writes it (entries stored, not compressed)."""
+    path = os.path.join(OUT, "archive.zip")
+    store = zarr.storage.ZipStore(path, mode="w")
+    root = zarr.open_group(store, mode="w", zarr_format=3, attributes={"title": "zipped"})
+    plain = sample("f4", (20, 30))
+    root.create_array("plain", shape=plain.shape, chunks=(8, 8), dtype="f4")[...] = plain
+    sharded = sample("i2", (32, 32))
+    root.create_array("sharded", shape=sharded.shape, chunks=(4, 4), shards=(16, 16), dtype="i2")[...] = sharded
+    store.close()
+    # The same entries deflated, as other zip tools write them.
+    import zipfile
+
+    with zipfile.ZipFile(path) as src, zipfile.ZipFile(os.path.join(OUT, "archive_deflated.zip"), "w", zipfile.ZIP_DEFLATED) as dst:
+        for info in src.infolist():
+            dst.writestr(info.filename, src.read(info.filename))
+    for name in ("archive.zip", "archive_deflated.zip"):
+        expected_entry(name, "plain", plain, 3, "zarr-python")
+        expected_entry(name, "sharded", sharded, 3, "zarr-python")
+
+
 def main():
     if os.path.exists(OUT):
         shutil.rmtree(OUT)
@@ -433,6 +454,7 @@ def main():
     v1_cases()
     hand_v2_cases()
     xarray_cases()
+    zip_cases()
     with open(os.path.join(OUT, "manifest.json"), "w") as f:
         json.dump(MANIFEST, f, indent=1)
     print(f"wrote {len(MANIFEST)} arrays to {OUT}")

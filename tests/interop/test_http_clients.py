@@ -1,13 +1,17 @@
 """zarr-python (fsspec HTTP), xarray and TensorStore (http kvstore) read the
 fixture corpus through zarrd's /zarr/ and get the expected values."""
 
+import os
+import urllib.error
+import urllib.request
+
 import numpy as np
 import pytest
 import tensorstore as ts
 import xarray as xr
 import zarr
 
-from conftest import as_comparable, expected_values, load_manifest
+from conftest import as_comparable, expected_values, load_manifest, start_zarrd, stop
 
 ROOT, MANIFEST = load_manifest("ZARRD_CORPUS")
 
@@ -20,12 +24,13 @@ ZARR_PYTHON_SKIP = {
     "ts.zarr/int4": "zarr-python lacks TensorStore's int4 v2 dtype",
     "ts.zarr/structured": "zarr-python cannot open structured dtypes with subarray fields",
     "hand_v2.zarr/nested_structured": "zarr-python cannot open structured dtypes with subarray fields",
+    "archive": "a zip file is one key of the directory store; test_zip_file_served_directly serves it",
 }
 # TensorStore implements core codecs and v2 blosc/zlib/gzip/bz2/zstd, fixed-size types only.
 TS_UNSUPPORTED = (
     "v1/", "numcodecs", "filter_", "lzma", "lz4", "crc32", "adler32", "fletcher32", "string", "bytes",
     "object", "structured", "dtype_S", "dtype_U", "dtype_V", "le_U", "be_U", "S6", "V4", "packbits", "m8", "M8",
-    "hand_v2", "xarray",
+    "hand_v2", "xarray", "archive",
     # TensorStore refuses bytes->bytes codecs over a whole shard.
     "shard_whole_compressed",
     # TensorStore's v2 zstd takes no "checksum" member.
@@ -82,6 +87,25 @@ def test_xarray_open_zarr_over_http(fmt, corpus_server):
     xr.testing.assert_identical(remote.load(), local.load())
     window = remote["temperature"].isel(time=slice(1, 4), x=slice(3, 9)).values
     np.testing.assert_array_equal(window, local["temperature"].values[1:4, :, 3:9])
+
+
+def test_zip_file_served_directly(corpus):
+    root, manifest = corpus
+    url, proc = start_zarrd(os.path.join(root, "archive.zip"))
+    try:
+        group = zarr.open_group(f"{url}/zarr/", mode="r")
+        assert group.attrs["title"] == "zipped"
+        for entry in [e for e in manifest if e["store"] == "archive.zip"]:  # deflated: see the corpus test
+            arr = zarr.open_array(f"{url}/zarr/{entry['path']}", mode="r")
+            assert as_comparable(arr[...], entry["kind"]) == expected_values(root, entry)
+            t = ts.open({"driver": "zarr3", "kvstore": {"driver": "http", "base_url": f"{url}/zarr/{entry['path']}"}}).result()
+            assert as_comparable(np.asarray(t.read().result()), entry["kind"]) == expected_values(root, entry)
+        req = urllib.request.Request(f"{url}/zarr/plain/zarr.json", data=b"{}", method="PUT")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(req)
+        assert refused.value.code == 403
+    finally:
+        stop(proc)
 
 
 def test_zarr_python_walks_groups_over_http(corpus_server):

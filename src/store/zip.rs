@@ -1,0 +1,355 @@
+//! A read-only store over a `.zip` file as zarr-python's `ZipStore` writes it,
+//! served without unpacking: the central directory is read once, stored
+//! (uncompressed) entries are read by byte range straight from the file, and
+//! deflated entries are inflated when read.
+
+use std::collections::BTreeMap;
+use std::fs::File;
+use std::ops::Range;
+use std::os::unix::fs::FileExt;
+use std::path::{Path as FsPath, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use futures::stream::BoxStream;
+use futures::StreamExt;
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetRange, GetResult, GetResultPayload, ListResult, MultipartUpload,
+    ObjectMeta, ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult,
+};
+
+use super::StoreError;
+
+const STORED: u16 = 0;
+const DEFLATED: u16 = 8;
+
+#[derive(Debug, Clone)]
+struct Entry {
+    method: u16,
+    compressed: u64,
+    size: u64,
+    data_offset: u64,
+    crc: u32,
+}
+
+/// The entries of a zip file, by name.
+#[derive(Debug)]
+pub struct ZipStore {
+    path: PathBuf,
+    file: Arc<File>,
+    entries: BTreeMap<String, Entry>,
+    modified: DateTime<Utc>,
+}
+
+fn corrupt(path: &FsPath, why: impl Into<String>) -> StoreError {
+    StoreError::BadUrl {
+        url: path.display().to_string(),
+        reason: format!("not a readable zip file: {}", why.into()),
+    }
+}
+
+fn u16_at(b: &[u8], at: usize) -> Option<u16> {
+    b.get(at..at + 2).map(|s| u16::from_le_bytes([s[0], s[1]]))
+}
+fn u32_at(b: &[u8], at: usize) -> Option<u32> {
+    b.get(at..at + 4)
+        .map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+}
+fn u64_at(b: &[u8], at: usize) -> Option<u64> {
+    b.get(at..at + 8)
+        .map(|s| u64::from_le_bytes(s.try_into().unwrap_or_default()))
+}
+
+fn read_at(file: &File, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; len];
+    file.read_exact_at(&mut buf, offset)?;
+    Ok(buf)
+}
+
+impl ZipStore {
+    pub fn open(path: &FsPath) -> Result<ZipStore, StoreError> {
+        let file = File::open(path).map_err(|e| corrupt(path, e.to_string()))?;
+        let meta = file.metadata().map_err(|e| corrupt(path, e.to_string()))?;
+        let len = meta.len();
+        let modified: DateTime<Utc> = meta.modified().map(DateTime::from).unwrap_or_default();
+        // The end-of-central-directory record is in the last 64 KiB + 22 bytes.
+        let tail_len = len.min(65_557) as usize;
+        let tail = read_at(&file, len - tail_len as u64, tail_len)
+            .map_err(|e| corrupt(path, e.to_string()))?;
+        let eocd = (0..tail_len.saturating_sub(21))
+            .rev()
+            .find(|&i| u32_at(&tail, i) == Some(0x0605_4b50))
+            .ok_or_else(|| corrupt(path, "no end of central directory"))?;
+        let mut count = u16_at(&tail, eocd + 10).unwrap_or(0) as u64;
+        let mut cd_size = u32_at(&tail, eocd + 12).unwrap_or(0) as u64;
+        let mut cd_offset = u32_at(&tail, eocd + 16).unwrap_or(0) as u64;
+        if (count == 0xFFFF || cd_size == 0xFFFF_FFFF || cd_offset == 0xFFFF_FFFF)
+            && eocd >= 20
+            && u32_at(&tail, eocd - 20) == Some(0x0706_4b50)
+        {
+            let at = u64_at(&tail, eocd - 20 + 8).unwrap_or(0);
+            let z64 = read_at(&file, at, 56).map_err(|e| corrupt(path, e.to_string()))?;
+            if u32_at(&z64, 0) != Some(0x0606_4b50) {
+                return Err(corrupt(path, "bad zip64 end of central directory"));
+            }
+            count = u64_at(&z64, 32).unwrap_or(0);
+            cd_size = u64_at(&z64, 40).unwrap_or(0);
+            cd_offset = u64_at(&z64, 48).unwrap_or(0);
+        }
+        if cd_offset.saturating_add(cd_size) > len || cd_size > 1 << 30 {
+            return Err(corrupt(path, "central directory outside the file"));
+        }
+        let cd = read_at(&file, cd_offset, cd_size as usize)
+            .map_err(|e| corrupt(path, e.to_string()))?;
+        let mut entries = BTreeMap::new();
+        let mut at = 0usize;
+        for _ in 0..count {
+            let bad = || corrupt(path, format!("bad central directory entry at byte {at}"));
+            if u32_at(&cd, at) != Some(0x0201_4b50) {
+                return Err(bad());
+            }
+            let method = u16_at(&cd, at + 10).ok_or_else(bad)?;
+            let crc = u32_at(&cd, at + 16).ok_or_else(bad)?;
+            let mut compressed = u32_at(&cd, at + 20).ok_or_else(bad)? as u64;
+            let mut size = u32_at(&cd, at + 24).ok_or_else(bad)? as u64;
+            let name_len = u16_at(&cd, at + 28).ok_or_else(bad)? as usize;
+            let extra_len = u16_at(&cd, at + 30).ok_or_else(bad)? as usize;
+            let comment_len = u16_at(&cd, at + 32).ok_or_else(bad)? as usize;
+            let mut offset = u32_at(&cd, at + 42).ok_or_else(bad)? as u64;
+            let name = cd.get(at + 46..at + 46 + name_len).ok_or_else(bad)?;
+            let name = String::from_utf8_lossy(name).to_string();
+            let extra = cd
+                .get(at + 46 + name_len..at + 46 + name_len + extra_len)
+                .ok_or_else(bad)?;
+            // Zip64 sizes and offsets live in extra field 0x0001, in this order.
+            let mut e = 0;
+            while e + 4 <= extra.len() {
+                let (id, n) = (
+                    u16_at(extra, e).unwrap_or(0),
+                    u16_at(extra, e + 2).unwrap_or(0) as usize,
+                );
+                if id == 1 {
+                    let mut f = e + 4;
+                    for field in [&mut size, &mut compressed, &mut offset] {
+                        if *field == 0xFFFF_FFFF {
+                            *field = u64_at(extra, f).ok_or_else(bad)?;
+                            f += 8;
+                        }
+                    }
+                }
+                e += 4 + n;
+            }
+            at += 46 + name_len + extra_len + comment_len;
+            if name.ends_with('/') {
+                continue;
+            }
+            let local = read_at(&file, offset, 30).map_err(|e| corrupt(path, e.to_string()))?;
+            if u32_at(&local, 0) != Some(0x0403_4b50) {
+                return Err(corrupt(path, format!("bad local header for '{name}'")));
+            }
+            let data_offset = offset
+                + 30
+                + u16_at(&local, 26).unwrap_or(0) as u64
+                + u16_at(&local, 28).unwrap_or(0) as u64;
+            if data_offset.saturating_add(compressed) > len {
+                return Err(corrupt(
+                    path,
+                    format!("'{name}' runs past the end of the file"),
+                ));
+            }
+            entries.insert(
+                name,
+                Entry {
+                    method,
+                    compressed,
+                    size,
+                    data_offset,
+                    crc,
+                },
+            );
+        }
+        Ok(ZipStore {
+            path: path.to_path_buf(),
+            file: Arc::new(file),
+            entries,
+            modified,
+        })
+    }
+
+    fn meta(&self, name: &str, e: &Entry) -> ObjectMeta {
+        ObjectMeta {
+            location: Path::from(name),
+            last_modified: self.modified,
+            size: e.size,
+            e_tag: Some(format!(
+                "{:x}-{:08x}-{:x}",
+                self.modified.timestamp(),
+                e.crc,
+                e.size
+            )),
+            version: None,
+        }
+    }
+
+    fn read(&self, name: &str, e: &Entry, range: Range<u64>) -> object_store::Result<Bytes> {
+        let io = |err: std::io::Error| object_store::Error::Generic {
+            store: "zip",
+            source: Box::new(err),
+        };
+        match e.method {
+            STORED => read_at(&self.file, e.data_offset + range.start, (range.end - range.start) as usize).map(Bytes::from).map_err(io),
+            DEFLATED => {
+                use std::io::Read;
+                let packed = read_at(&self.file, e.data_offset, e.compressed as usize).map_err(io)?;
+                let mut out = Vec::with_capacity(e.size as usize);
+                flate2::read::DeflateDecoder::new(&packed[..]).read_to_end(&mut out).map_err(io)?;
+                let end = (range.end as usize).min(out.len());
+                Ok(Bytes::from(out).slice((range.start as usize).min(end)..end))
+            }
+            other => Err(object_store::Error::NotSupported { source: format!("'{name}' uses zip compression method {other}; stored and deflated entries are supported").into() }),
+        }
+    }
+
+    fn not_found(&self, location: &Path) -> object_store::Error {
+        object_store::Error::NotFound {
+            path: location.to_string(),
+            source: format!("no entry in {}", self.path.display()).into(),
+        }
+    }
+
+    fn read_only() -> object_store::Error {
+        object_store::Error::NotSupported {
+            source: "zip stores are read-only".into(),
+        }
+    }
+
+    fn under<'a>(
+        &'a self,
+        prefix: Option<&Path>,
+    ) -> impl Iterator<Item = (&'a String, &'a Entry)> + 'a {
+        let prefix = prefix
+            .map(|p| format!("{}/", p.as_ref()))
+            .filter(|p| p != "/")
+            .unwrap_or_default();
+        self.entries
+            .range(prefix.clone()..)
+            .take_while(move |(name, _)| name.starts_with(&prefix))
+    }
+}
+
+impl std::fmt::Display for ZipStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ZipStore({})", self.path.display())
+    }
+}
+
+#[async_trait]
+impl ObjectStore for ZipStore {
+    async fn put_opts(
+        &self,
+        _: &Path,
+        _: PutPayload,
+        _: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        Err(Self::read_only())
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        _: &Path,
+        _: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        Err(Self::read_only())
+    }
+
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        let name = location.as_ref();
+        let entry = self
+            .entries
+            .get(name)
+            .ok_or_else(|| self.not_found(location))?;
+        let meta = self.meta(name, entry);
+        options.check_preconditions(&meta)?;
+        let size = entry.size;
+        let range = match &options.range {
+            None => 0..size,
+            Some(GetRange::Bounded(r)) if r.start < size && r.start <= r.end => {
+                r.start..r.end.min(size)
+            }
+            Some(GetRange::Offset(o)) if *o < size => *o..size,
+            Some(GetRange::Suffix(n)) => size.saturating_sub(*n)..size,
+            Some(_) => {
+                return Err(object_store::Error::Generic {
+                    store: "zip",
+                    source: format!("range outside '{name}' of {size} bytes").into(),
+                });
+            }
+        };
+        let bytes = if options.head {
+            Bytes::new()
+        } else {
+            self.read(name, entry, range.clone())?
+        };
+        Ok(GetResult {
+            payload: GetResultPayload::Stream(
+                futures::stream::once(async move { Ok(bytes) }).boxed(),
+            ),
+            meta,
+            range,
+            attributes: Default::default(),
+            extensions: Default::default(),
+        })
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
+        locations.map(|_| Err(Self::read_only())).boxed()
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        let metas: Vec<_> = self
+            .under(prefix)
+            .map(|(name, e)| Ok(self.meta(name, e)))
+            .collect();
+        futures::stream::iter(metas).boxed()
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        let base = prefix
+            .map(|p| format!("{}/", p.as_ref()))
+            .filter(|p| p != "/")
+            .unwrap_or_default();
+        let mut objects = Vec::new();
+        let mut common: Vec<Path> = Vec::new();
+        for (name, e) in self.under(prefix) {
+            match name[base.len()..].split_once('/') {
+                Some((dir, _)) => {
+                    let p = Path::from(format!("{base}{dir}"));
+                    if common.last() != Some(&p) {
+                        common.push(p);
+                    }
+                }
+                None => objects.push(self.meta(name, e)),
+            }
+        }
+        common.dedup();
+        Ok(ListResult {
+            common_prefixes: common,
+            objects,
+            extensions: Default::default(),
+        })
+    }
+
+    async fn copy_opts(&self, _: &Path, _: &Path, _: CopyOptions) -> object_store::Result<()> {
+        Err(Self::read_only())
+    }
+}
