@@ -136,8 +136,12 @@ fn axum_path(path: &str) -> String {
     path.replace("{key}", "{*key}").replace("{path}", "{*path}")
 }
 
+/// Ready when the store answers: a HEAD of one key, present or not, works
+/// on every backend (listing does not on plain HTTP stores).
 async fn readyz(State(state): State<AppState>) -> Response {
-    match state.store.list_dir(&crate::store::StoreKey::root()).await {
+    let key =
+        crate::store::StoreKey::new("zarr.json").unwrap_or_else(|_| crate::store::StoreKey::root());
+    match state.store.head(&key).await {
         Ok(_) => {
             axum::Json(serde_json::json!({"status": "ready", "store": state.store.description()}))
                 .into_response()

@@ -68,7 +68,11 @@ pub fn open_url(location: &str) -> Result<Store, StoreError> {
                 .map_err(|e| bad(location, e))?,
         ),
         "http" | "https" => {
-            let store = object_store::http::HttpBuilder::new().with_url(location).with_retry(retries()).build().map_err(|e| bad(location, e))?;
+            let store = object_store::http::HttpBuilder::new()
+                .with_url(location.trim_end_matches('/'))
+                .with_client_options(object_store::ClientOptions::new().with_allow_http(url.scheme() == "http"))
+                .with_retry(retries())
+                .build().map_err(|e| bad(location, e))?;
             let mut s = Store::with_coordination(Arc::new(store), location, Coordination::CompareAndSwap);
             s.read_only = true;
             return Ok(s);

@@ -1,6 +1,7 @@
 """zarr-python (fsspec HTTP), xarray and TensorStore (http kvstore) read the
 fixture corpus through zarrd's /zarr/ and get the expected values."""
 
+import json
 import os
 import urllib.error
 import urllib.request
@@ -115,3 +116,25 @@ def test_zarr_python_walks_groups_over_http(corpus_server):
     assert {"shard_end", "dtype_i4", "codec_gzip"} <= names
     nested = zarr.open_group(f"{corpus_server}/zarr/v2.zarr/group", mode="r", zarr_format=2)
     assert "sub" in set(nested.group_keys())
+
+
+def test_http_store_upstream(corpus):
+    """A zarrd whose store is another HTTP server (here another zarrd): read-only."""
+    root, manifest = corpus
+    upstream, up_proc = start_zarrd(root)
+    url, proc = start_zarrd(f"{upstream}/zarr/")
+    try:
+        for entry in [e for e in manifest if e["store"] == "v3.zarr" and e["path"] in ("shard_end", "codec_gzip", "dtype_string")]:
+            arr = zarr.open_array(f"{url}/zarr/v3.zarr/{entry['path']}", mode="r")
+            assert as_comparable(arr[...], entry["kind"]) == expected_values(root, entry)
+        with urllib.request.urlopen(f"{url}/api/v1/data/v2.zarr/compressor_zlib?select=1:3&format=json") as r:
+            assert len(json.loads(r.read())["data"]) == 2
+        with urllib.request.urlopen(f"{url}/readyz") as r:
+            assert r.status == 200
+        req = urllib.request.Request(f"{url}/zarr/v3.zarr/x", data=b"1", method="PUT")
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(req)
+        assert refused.value.code == 403
+    finally:
+        stop(proc)
+        stop(up_proc)
