@@ -8,7 +8,7 @@ import tempfile
 
 from conftest import start_zarrd, stop
 
-OPENAPI = os.path.join(os.path.dirname(__file__), "..", "..", "openapi.yaml")
+OPENAPI = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "openapi.yaml"))
 
 
 def test_schemathesis_finds_nothing():
