@@ -62,7 +62,8 @@ pub fn open_url(location: &str) -> Result<Store, StoreError> {
         ),
         "az" | "azure" | "abfs" | "abfss" => Arc::new(
             object_store::azure::MicrosoftAzureBuilder::from_env()
-                .with_url(location)
+                // abfs URLs name the container before the account; az URLs name it as the host.
+                .with_url(if url.scheme().starts_with("abfs") { location } else { &bucket_url })
                 .with_retry(retries())
                 .build()
                 .map_err(|e| bad(location, e))?,
@@ -79,7 +80,7 @@ pub fn open_url(location: &str) -> Result<Store, StoreError> {
         }
         other => return Err(bad(location, format!("unsupported scheme '{other}' (use a directory, file://, memory://, s3://, gs://, az:// or http(s)://)"))),
     };
-    let inner = if matches!(url.scheme(), "az" | "azure" | "abfs" | "abfss") {
+    let inner = if url.scheme().starts_with("abfs") {
         inner
     } else {
         with_prefix(inner, &url)
