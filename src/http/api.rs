@@ -261,6 +261,11 @@ pub async fn open_array(state: &AppState, key: &StoreKey) -> ApiResult<Array> {
     }
 }
 
+/// A `select=` parameter, with parse errors as 400s.
+pub(super) fn parse_select(s: &str) -> ApiResult<Selection> {
+    Selection::parse(s).map_err(|e| ApiError::bad_request("bad_selection", format!("select: {e}")))
+}
+
 fn selection(params: &DataParams) -> ApiResult<Selection> {
     match (&params.select, &params.points) {
         (Some(_), Some(_)) => Err(ApiError::bad_request(
@@ -270,8 +275,7 @@ fn selection(params: &DataParams) -> ApiResult<Selection> {
         (_, Some(PointsParam::Text(t))) => Selection::parse_points(t)
             .map_err(|e| ApiError::bad_request("bad_selection", format!("points: {e}"))),
         (_, Some(PointsParam::List(l))) => Ok(Selection::Points(l.clone())),
-        (Some(s), None) => Selection::parse(s)
-            .map_err(|e| ApiError::bad_request("bad_selection", format!("select: {e}"))),
+        (Some(s), None) => parse_select(s),
         (None, None) => Ok(Selection::all()),
     }
 }

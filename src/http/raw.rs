@@ -17,19 +17,10 @@ use super::range::{self, ByteRange};
 use super::{AppState, NoCompression};
 use crate::store::chrono_like::Timestamp;
 use crate::store::{GetRequest, KeyMeta, StoreError, StoreKey, StoreRange};
-
-const METADATA_NAMES: [&str; 7] = [
-    "zarr.json",
-    ".zarray",
-    ".zgroup",
-    ".zattrs",
-    ".zmetadata",
-    "meta",
-    "attrs",
-];
+use crate::zarr::metadata::DOCUMENT_NAMES;
 
 fn content_type(key: &StoreKey) -> &'static str {
-    if METADATA_NAMES.contains(&key.name()) {
+    if DOCUMENT_NAMES.contains(&key.name()) {
         "application/json"
     } else {
         "application/octet-stream"
@@ -42,7 +33,7 @@ pub fn quote_etag(e_tag: &str) -> String {
 }
 
 /// Entity tags from a request header, without quotes or `W/` (`*` kept).
-fn request_etags(headers: &HeaderMap, name: header::HeaderName) -> Option<Vec<String>> {
+pub(super) fn request_etags(headers: &HeaderMap, name: header::HeaderName) -> Option<Vec<String>> {
     let value = headers.get(name)?.to_str().ok()?;
     let tags: Vec<String> = value
         .split(',')
@@ -69,9 +60,15 @@ enum Verdict {
     PreconditionFailed,
 }
 
+/// Whether request entity tags (`*` or a list) match a stored ETag.
+pub(super) fn etags_match(tags: &[String], stored: Option<&str>) -> bool {
+    let stored = stored.map(|t| t.trim_matches('"'));
+    tags.iter()
+        .any(|t| (t == "*" && stored.is_some()) || Some(t.as_str()) == stored)
+}
+
 fn evaluate(headers: &HeaderMap, meta: &KeyMeta) -> Verdict {
-    let tag = bare_etag(meta);
-    let matches = |tags: &[String]| tags.iter().any(|t| t == "*" || Some(t.as_str()) == tag);
+    let matches = |tags: &[String]| etags_match(tags, bare_etag(meta));
     if let Some(tags) = request_etags(headers, header::IF_MATCH) {
         if !matches(&tags) {
             return Verdict::PreconditionFailed;
@@ -179,11 +176,11 @@ fn wants_multipart(headers: &HeaderMap) -> bool {
         .is_some_and(|a| a.contains("multipart/byteranges"))
 }
 
-fn missing(key: &StoreKey) -> ApiError {
+pub(super) fn missing(key: &StoreKey) -> ApiError {
     ApiError::not_found(format!("no value at key '{key}'"))
 }
 
-fn precondition_failed(key: &StoreKey) -> ApiError {
+pub(super) fn precondition_failed(key: &StoreKey) -> ApiError {
     ApiError::new(
         StatusCode::PRECONDITION_FAILED,
         "precondition_failed",

@@ -15,21 +15,11 @@ use serde_json::{json, Map, Value};
 use super::body::{self, Incoming};
 use super::error::{ApiError, ApiResult};
 use super::extract::{ApiBody, ApiPath, ApiQuery};
-use super::raw::quote_etag;
+use super::raw::{etags_match, missing, precondition_failed, quote_etag, request_etags};
 use super::AppState;
 use crate::store::{node_path, Replacement, StoreError, StoreKey, Versioned, INTERNAL_PREFIX};
-use crate::zarr::metadata::Order;
+use crate::zarr::metadata::{Order, DOCUMENT_NAMES};
 use crate::zarr::{ArrayBytes, ArraySpec, DataType, Endian, Selection, ZarrError};
-
-const METADATA_NAMES: [&str; 7] = [
-    "zarr.json",
-    ".zarray",
-    ".zgroup",
-    ".zattrs",
-    ".zmetadata",
-    "meta",
-    "attrs",
-];
 
 impl AppState {
     /// Refuse writes on a read-only server (who may write is checked by `auth::authorize`).
@@ -55,7 +45,7 @@ impl AppState {
     /// metadata document its node and every decoded chunk below it.
     async fn invalidate_for_key(&self, key: &StoreKey) {
         self.cache.invalidate_key(key.as_str());
-        if METADATA_NAMES.contains(&key.name()) {
+        if DOCUMENT_NAMES.contains(&key.name()) {
             let node = key.parent().unwrap_or_else(StoreKey::root);
             self.cache.invalidate_node(node.as_str()).await;
         }
@@ -73,21 +63,12 @@ fn writable_key(raw: &str) -> ApiResult<StoreKey> {
     Ok(key)
 }
 
-fn etag_header(headers: &HeaderMap, name: header::HeaderName) -> Option<String> {
-    headers.get(name).and_then(|v| v.to_str().ok()).map(|v| {
-        v.trim()
-            .trim_start_matches("W/")
-            .trim_matches('"')
-            .to_string()
-    })
-}
-
 /// A metadata document must parse as what its name says before it is
 /// stored, so a client cannot break the hierarchy with a bad document.
 fn check_document(key: &StoreKey, value: &[u8]) -> ApiResult<()> {
     use crate::zarr::metadata::{parse_json, v1, v2, v3};
     let name = key.name();
-    if !METADATA_NAMES.contains(&name) {
+    if !DOCUMENT_NAMES.contains(&name) {
         return Ok(());
     }
     let bad = |e: String| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "bad_metadata", e);
@@ -119,32 +100,29 @@ pub async fn put_key(
     state.check_writable()?;
     let key = writable_key(&raw)?;
     check_document(&key, &value)?;
-    let if_match = etag_header(&headers, header::IF_MATCH);
-    let create_only = etag_header(&headers, header::IF_NONE_MATCH).as_deref() == Some("*");
+    let if_match = request_etags(&headers, header::IF_MATCH);
+    let create_only =
+        request_etags(&headers, header::IF_NONE_MATCH).is_some_and(|t| t.iter().any(|t| t == "*"));
     let conditional = if_match.is_some() || create_only;
     let result = state
         .store
         .update(&key, !conditional, |current: Option<Versioned>| {
-            let check = match (&current, &if_match, create_only) {
-                (Some(_), _, true) => Err(StoreError::Precondition {
+            let stored = current
+                .as_ref()
+                .and_then(|v| v.meta.version.e_tag.as_deref());
+            let refused = (create_only && current.is_some())
+                || if_match
+                    .as_ref()
+                    .is_some_and(|tags| !etags_match(tags, stored));
+            let check = if refused {
+                Err(StoreError::Precondition {
                     key: key.to_string(),
-                }),
-                (None, Some(_), _) => Err(StoreError::Precondition {
-                    key: key.to_string(),
-                }),
-                (Some(v), Some(tag), _)
-                    if tag != "*"
-                        && v.meta.version.e_tag.as_deref().map(|t| t.trim_matches('"'))
-                            != Some(tag.as_str()) =>
-                {
-                    Err(StoreError::Precondition {
-                        key: key.to_string(),
-                    })
-                }
-                _ => Ok(Replacement {
+                })
+            } else {
+                Ok(Replacement {
                     bytes: value.to_vec(),
                     removable: false,
-                }),
+                })
             };
             std::future::ready(check)
         })
@@ -182,18 +160,21 @@ pub async fn delete_key(
 ) -> ApiResult<StatusCode> {
     state.check_writable()?;
     let key = writable_key(&raw)?;
-    let if_match = etag_header(&headers, header::IF_MATCH).filter(|t| t != "*");
-    if state.store.head(&key).await?.is_none() {
-        return Err(ApiError::not_found(format!("no value at key '{key}'")));
-    }
-    let result = state.store.delete_if(&key, if_match.as_deref()).await;
+    let Some(meta) = state.store.head(&key).await? else {
+        return Err(missing(&key));
+    };
+    let expected = match request_etags(&headers, header::IF_MATCH) {
+        Some(tags) if !etags_match(&tags, meta.version.e_tag.as_deref()) => {
+            return Err(precondition_failed(&key))
+        }
+        // Delete only the version the client saw, even if it changes meanwhile.
+        Some(tags) if tags.iter().any(|t| t != "*") => meta.version.e_tag,
+        _ => None,
+    };
+    let result = state.store.delete_if(&key, expected.as_deref()).await;
     state.invalidate_for_key(&key).await;
     result.map_err(|e| match e {
-        StoreError::Precondition { .. } => ApiError::new(
-            StatusCode::PRECONDITION_FAILED,
-            "precondition_failed",
-            format!("key '{key}' does not match If-Match"),
-        ),
+        StoreError::Precondition { .. } => precondition_failed(&key),
         other => other.into(),
     })?;
     Ok(StatusCode::NO_CONTENT)
@@ -446,8 +427,7 @@ pub async fn put_data(
     let key = node_path(&path)?;
     let array = super::api::open_array(&state, &key).await?;
     let selection = match &params.select {
-        Some(s) => Selection::parse(s)
-            .map_err(|e| ApiError::bad_request("bad_selection", format!("select: {e}")))?,
+        Some(s) => super::api::parse_select(s)?,
         None => Selection::all(),
     };
     let resolved = selection.resolve(array.shape())?;

@@ -13,6 +13,17 @@ use super::dtype::{DataType, Endian};
 use super::error::{Result, ZarrError};
 use super::fill::FillValue;
 
+/// Names of the keys that hold metadata documents, in any Zarr version.
+pub const DOCUMENT_NAMES: [&str; 7] = [
+    "zarr.json",
+    ".zarray",
+    ".zgroup",
+    ".zattrs",
+    ".zmetadata",
+    "meta",
+    "attrs",
+];
+
 /// The largest decoded chunk (or shard) zarrd will hold in memory.
 pub const MAX_CHUNK_BYTES: u64 = 1 << 31;
 
