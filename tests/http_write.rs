@@ -261,6 +261,23 @@ async fn nodes_are_created_edited_and_deleted() {
     assert_eq!(s, StatusCode::OK, "{meta}");
     assert_eq!(meta["attributes"], json!({"units": "km", "new": [1]}));
     assert_eq!(meta["shape"], json!([12, 6]));
+    let huge = 1u64 << 40;
+    let (s, err) = json_of(&app, Method::PUT, "/api/v1/meta/huge", json!({"node_type": "array", "shape": [huge, huge, huge], "chunks": [1, 1, 1], "dtype": "uint8"})).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("more elements"),
+        "{err}"
+    );
+    let (s, meta) = json_of(&app, Method::PUT, "/api/v1/meta/wide", json!({"node_type": "array", "shape": [1u64 << 31, 1u64 << 31], "chunks": [1024, 1024], "dtype": "float64"})).await;
+    assert_eq!(s, StatusCode::CREATED, "{meta}");
+    assert_eq!(
+        meta["nbytes"],
+        Value::Null,
+        "a byte count past 64 bits is null, not a panic"
+    );
     let (s, err) = json_of(
         &app,
         Method::PUT,
@@ -364,6 +381,34 @@ async fn regions_in_every_format() {
     assert_eq!(all["data"][0], json!([7.0, 8.0, 0.0, 0.0, 0.0]));
     assert_eq!(all["data"][4], json!([9.0, 9.0, 9.0, 9.0, 9.0]));
     assert_eq!(all["data"][5], json!(["NaN", 0.0, 0.0, 0.0, 1.5]));
+    // Nested lists whose first path implies more than 2^64 values are ragged, not a panic.
+    let mut nested = json!(0);
+    for _ in 0..8 {
+        let mut level = vec![nested];
+        level.extend(std::iter::repeat_n(json!(0), 299));
+        nested = Value::Array(level);
+    }
+    assert_eq!(
+        json_of(&app, Method::PUT, "/api/v1/data/a", json!({"data": nested}))
+            .await
+            .0,
+        StatusCode::UNPROCESSABLE_ENTITY
+    );
+    // An npy header promising more elements than its body holds (overflowing 64 bits) is refused.
+    let (s, _, b) = call(
+        &app,
+        Method::PUT,
+        "/api/v1/data/a",
+        &[("content-type", "application/x-npy")],
+        npy("'<f4'", &[1 << 40, 1 << 40], &[0; 8]),
+    )
+    .await;
+    assert_eq!(
+        s,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        String::from_utf8_lossy(&b)
+    );
     // An npy body with a different dtype, and mismatched shapes, are refused clearly.
     let (s, _, b) = call(
         &app,

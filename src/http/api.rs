@@ -175,7 +175,7 @@ async fn array_details(
     let count: u64 = meta.shape.iter().product();
     out.insert(
         "nbytes".into(),
-        json!(meta.dtype.size().map(|s| s as u64 * count)),
+        json!(meta.dtype.size().and_then(|s| count.checked_mul(s as u64))),
     );
     // Storage: stored chunk-grid keys (shards when sharded) and their bytes.
     let prefix_len = if array.path().is_root() {
@@ -338,7 +338,8 @@ async fn data(
         output.dtype = field.dtype.clone();
         output.shape.extend(field.shape.iter().map(|&d| d as u64));
     }
-    let count: u64 = output.shape.iter().product();
+    // A subarray field multiplies the count; saturate so the limit check refuses it.
+    let count = crate::zarr::metadata::element_count(&output.shape).unwrap_or(u64::MAX);
     let elem = output.dtype.size().map(|s| s as u64);
     let limit = if format == Format::Json {
         state.config.json_limit

@@ -8,6 +8,7 @@ use serde_json::Value;
 use super::error::{ApiError, ApiResult};
 use crate::zarr::codec::{ArrayToArrayCodec, ChunkRepr};
 use crate::zarr::fill::{parse_fill, FillValue};
+use crate::zarr::metadata::element_count;
 use crate::zarr::{ArrayBytes, DataType};
 
 /// Array data from a request, with its shape when the body says it.
@@ -86,7 +87,14 @@ fn npy(body: &[u8], dtype: &DataType) -> ApiResult<Incoming> {
         .ok_or_else(|| unprocessable(format!("cannot read the .npy dtype {}", header.descr)))?;
     let (given, endian) =
         DataType::from_v2_json(&descr).map_err(|e| unprocessable(format!(".npy dtype: {e}")))?;
-    let count: u64 = header.shape.iter().product();
+    let count = element_count(&header.shape)
+        .filter(|&n| n <= body.len() as u64)
+        .ok_or_else(|| {
+            unprocessable(format!(
+                "the .npy shape {:?} holds more elements than the body has bytes",
+                header.shape
+            ))
+        })?;
     let payload = &body[header.data_offset.min(body.len())..];
     let data = match (dtype, &given) {
         (DataType::String, DataType::FixedUtf32(n))
@@ -191,7 +199,7 @@ fn json(body: &[u8], dtype: &DataType) -> ApiResult<Incoming> {
     json_shape(data, dtype, &mut shape);
     let mut leaves = Vec::new();
     collect_leaves(data, shape.len(), &mut leaves);
-    let expected: u64 = shape.iter().product();
+    let expected = element_count(&shape).unwrap_or(u64::MAX);
     if leaves.len() as u64 != expected {
         return Err(unprocessable(format!("the nested lists of \"data\" are ragged (shape {shape:?} expected {expected} values, found {})", leaves.len())));
     }

@@ -13,6 +13,11 @@ use super::dtype::{DataType, Endian};
 use super::error::{Result, ZarrError};
 use super::fill::FillValue;
 
+/// Elements in an array of `shape`, `None` when that does not fit in 64 bits.
+pub fn element_count(shape: &[u64]) -> Option<u64> {
+    shape.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d))
+}
+
 /// Names of the keys that hold metadata documents, in any Zarr version.
 pub const DOCUMENT_NAMES: [&str; 7] = [
     "zarr.json",
@@ -81,6 +86,16 @@ impl ArrayMetadata {
 
     /// Validate the relations between fields; `key` names the document.
     pub fn validate(&self, key: &str) -> Result<()> {
+        // Every size computed from the shape downstream fits once this does.
+        if element_count(&self.shape).is_none_or(|n| n > i64::MAX as u64) {
+            return Err(ZarrError::metadata(
+                key,
+                format!(
+                    "shape {:?} has more elements than zarrd can address",
+                    self.shape
+                ),
+            ));
+        }
         if self.chunk_shape.len() != self.shape.len() {
             return Err(ZarrError::metadata(
                 key,
