@@ -491,15 +491,24 @@ async fn sigterm_lets_in_flight_requests_finish() {
             .await
             .map(|r| r.status().as_u16())
     });
-    tokio::time::sleep(Duration::from_millis(30)).await;
+    // Signal once the write is being applied (its first chunk is on disk).
+    let first = dir.path().join("a/c/0/0");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !first.exists() && !write.is_finished() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_micros(500)).await;
+    }
+    assert!(
+        !write.is_finished(),
+        "the write finished before the signal; nothing was in flight"
+    );
     // SAFETY: signalling a child process this test started.
     unsafe { libc::kill(server.child.id() as i32, libc::SIGTERM) };
     let status = write.await.unwrap();
     let exit = server.child.wait().unwrap();
     assert!(exit.success(), "zarrd exits cleanly on SIGTERM: {exit:?}");
-    if let Ok(code) = status {
-        // Accepted before the signal: it must have finished, not been cut off.
-        assert_eq!(code, 200);
+    {
+        // In flight when the signal came: it must have finished, not been cut off.
+        assert_eq!(status.expect("the in-flight request got its response"), 200);
         let values = chunk_values(dir.path(), 1024, 128).await;
         assert_eq!(
             values.into_iter().collect::<Vec<_>>(),

@@ -123,6 +123,22 @@ fn urls_open_or_fail_clearly() {
     assert!(err.to_string().contains("ftp://x"));
 }
 
+/// Add one to the decimal counter at `key`, as a read-modify-write.
+async fn increment(store: &Store, key: &StoreKey) {
+    store
+        .update(key, false, |current: Option<Versioned>| async move {
+            let n: u64 = current
+                .map(|v| String::from_utf8_lossy(&v.bytes).parse().unwrap())
+                .unwrap_or(0);
+            Ok::<_, StoreError>(Replacement {
+                bytes: (n + 1).to_string().into_bytes(),
+                removable: false,
+            })
+        })
+        .await
+        .unwrap();
+}
+
 /// Many tasks incrementing one counter through the updater lose no increment.
 async fn no_lost_updates(store: Store) {
     let key = StoreKey::new("counter").unwrap();
@@ -131,24 +147,7 @@ async fn no_lost_updates(store: Store) {
             let (store, key) = (store.clone(), key.clone());
             tokio::spawn(async move {
                 for _ in 0..10 {
-                    store
-                        .updater()
-                        .update(
-                            &store,
-                            &key,
-                            false,
-                            |current: Option<Versioned>| async move {
-                                let n: u64 = current
-                                    .map(|v| String::from_utf8_lossy(&v.bytes).parse().unwrap())
-                                    .unwrap_or(0);
-                                Ok::<_, StoreError>(Replacement {
-                                    bytes: (n + 1).to_string().into_bytes(),
-                                    removable: false,
-                                })
-                            },
-                        )
-                        .await
-                        .unwrap();
+                    increment(&store, &key).await;
                 }
             })
         })
@@ -182,7 +181,7 @@ async fn local_store_file_locks_lose_nothing() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn in_process_locks_serialize_even_without_cas() {
+async fn compare_and_swap_alone_keeps_every_increment() {
     // Two stores over one backend share nothing but the backend: compare-and-swap
     // alone must still keep every increment.
     let backend: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
@@ -193,24 +192,7 @@ async fn in_process_locks_serialize_even_without_cas() {
         let key = key.clone();
         tokio::spawn(async move {
             for _ in 0..50 {
-                store
-                    .updater()
-                    .update(
-                        &store,
-                        &key,
-                        false,
-                        |current: Option<Versioned>| async move {
-                            let n: u64 = current
-                                .map(|v| String::from_utf8_lossy(&v.bytes).parse().unwrap())
-                                .unwrap_or(0);
-                            Ok::<_, StoreError>(Replacement {
-                                bytes: (n + 1).to_string().into_bytes(),
-                                removable: false,
-                            })
-                        },
-                    )
-                    .await
-                    .unwrap();
+                increment(&store, &key).await;
             }
         })
     };
