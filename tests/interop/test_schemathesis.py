@@ -18,7 +18,11 @@ def test_schemathesis_finds_nothing():
         result = subprocess.run(
             [cli, "run", OPENAPI, "--url", url,
              "--checks", "not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance",
-             "--max-time", "45", "--workers", "2", "--warnings", "off"],
+             # One worker: hypothesis changes the interpreter's recursion limit while it
+             # generates, and CPython 3.11.7's ast.parse in a second thread then fails with
+             # "AST constructor recursion depth mismatch" (fixed in CPython 3.11.8).
+             # A fixed seed makes a failure reproducible from the CI log alone.
+             "--max-time", "60", "--workers", "1", "--seed", "20261122", "--warnings", "off"],
             capture_output=True, text=True, timeout=300,
             # schemathesis keeps a cache in its working directory; keep it out of the repository.
             cwd=tempfile.gettempdir(),
