@@ -15,7 +15,7 @@ const BUCKETS: [f64; 12] = [
 #[derive(Debug, Default)]
 struct RouteStats {
     /// By (method, status).
-    requests: BTreeMap<(String, u16), u64>,
+    requests: BTreeMap<(&'static str, u16), u64>,
     buckets: [u64; BUCKETS.len()],
     count: u64,
     sum_seconds: f64,
@@ -41,10 +41,28 @@ fn escape(v: &str) -> String {
 }
 
 impl Metrics {
-    pub fn observe(&self, route: &str, method: &str, status: u16, seconds: f64, bytes: u64) {
+    pub fn observe(
+        &self,
+        route: &str,
+        method: &'static str,
+        status: u16,
+        seconds: f64,
+        bytes: u64,
+    ) {
         let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
-        let r = routes.entry(route.to_string()).or_default();
-        *r.requests.entry((method.to_string(), status)).or_insert(0) += 1;
+        // Look up before inserting: no allocation on the hot path once a route was seen.
+        if !routes.contains_key(route) {
+            routes.insert(route.to_string(), RouteStats::default());
+        }
+        let Some(r) = routes.get_mut(route) else {
+            return;
+        };
+        match r.requests.get_mut(&(method, status)) {
+            Some(n) => *n += 1,
+            None => {
+                r.requests.insert((method, status), 1);
+            }
+        }
         for (i, le) in BUCKETS.iter().enumerate() {
             if seconds <= *le {
                 r.buckets[i] += 1;

@@ -20,10 +20,13 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::{header, HeaderName, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, MethodRouter};
+use axum::serve::ListenerExt as _;
 use axum::Router;
 use tower_http::compression::CompressionLayer;
 use tower_http::cors::CorsLayer;
-use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::request_id::{
+    MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer,
+};
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tower_http::LatencyUnit;
 use tracing::Level;
@@ -35,9 +38,14 @@ use crate::store::Store;
 use crate::zarr::Hierarchy;
 use error::ApiError;
 
-/// What every handler shares.
-#[derive(Clone)]
-pub struct AppState {
+/// The server's state, handed to every handler and middleware.
+#[derive(Clone, Debug)]
+pub struct AppState(Arc<Shared>);
+
+/// What every request handler shares. Behind one `Arc` so that handing the
+/// state to a handler or middleware is one reference-count increment.
+#[derive(Debug)]
+pub struct Shared {
     pub store: Store,
     pub hierarchy: Hierarchy,
     pub cache: Arc<ZarrCache>,
@@ -63,7 +71,7 @@ impl AppState {
             config.allow_anonymous_writes,
         )
         .unwrap_or_default();
-        AppState {
+        AppState(Arc::new(Shared {
             store,
             hierarchy,
             cache,
@@ -71,7 +79,15 @@ impl AppState {
             auth: Arc::new(auth),
             metrics: Arc::default(),
             in_flight,
-        }
+        }))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
     }
 }
 
@@ -388,7 +404,7 @@ pub fn router(state: AppState) -> Router {
         .layer(CompressionLayer::new().compress_when(compressible))
         .layer(cors(&cors_config))
         .layer(PropagateRequestIdLayer::new(x_request_id.clone()))
-        .layer(SetRequestIdLayer::new(x_request_id, MakeRequestUuid))
+        .layer(SetRequestIdLayer::new(x_request_id, RequestIds::new()))
 }
 
 /// Serve until SIGTERM or Ctrl-C, then let in-flight requests finish.
@@ -402,6 +418,13 @@ pub async fn serve(state: AppState) -> std::io::Result<()> {
     println!("zarrd listening on http://{addr}/");
     let deadline = state.config.shutdown_timeout;
     let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
+    // Without TCP_NODELAY a response whose headers and body go out in two
+    // writes waits for the client's delayed ACK (~40 ms) on every request.
+    let listener = listener.tap_io(|stream| {
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!("could not set TCP_NODELAY: {e}");
+        }
+    });
     let server = axum::serve(listener, router(state)).with_graceful_shutdown(async move {
         shutdown_signal().await;
         let _ = stopping_tx.send(());
@@ -438,4 +461,37 @@ async fn shutdown_signal() {
     let term = std::future::pending::<()>();
     tokio::select! { _ = ctrl_c => {}, _ = term => {} }
     tracing::info!("shutting down: finishing in-flight requests");
+}
+
+/// Request ids for requests that come without one: a random per-process
+/// prefix and a counter, unique across replicas without a system call (as a
+/// random UUID per request costs) on every request.
+#[derive(Clone, Debug)]
+struct RequestIds {
+    prefix: u64,
+    next: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl RequestIds {
+    fn new() -> Self {
+        use std::hash::{BuildHasher, Hasher};
+        // RandomState is seeded from the OS's random source once per process.
+        let prefix = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        RequestIds {
+            prefix,
+            next: Arc::default(),
+        }
+    }
+}
+
+impl MakeRequestId for RequestIds {
+    fn make_request_id<B>(&mut self, _: &axum::http::Request<B>) -> Option<RequestId> {
+        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let id = format!("{:016x}{n:016x}", self.prefix);
+        axum::http::HeaderValue::from_str(&id)
+            .ok()
+            .map(RequestId::new)
+    }
 }

@@ -38,6 +38,7 @@ async fn conformance(store: Store) {
     let head = store.head(&k("a/b")).await.unwrap().unwrap();
     assert_eq!(head.size, 10);
     let etag = head.version.e_tag.clone().expect("backends report ETags");
+    streamed_reads(&store, &head).await;
     assert!(matches!(
         store.changed_since(&k("a/b"), &etag).await.unwrap(),
         Change::Unchanged
@@ -82,6 +83,76 @@ async fn conformance(store: Store) {
     assert_eq!(store.delete_prefix(&k("a")).await.unwrap(), 2);
     assert!(store.get(&k("a/c/d")).await.unwrap().is_none());
     store.delete(&k("never-there")).await.unwrap();
+}
+
+async fn read_all(
+    store: &Store,
+    key: &str,
+    range: Option<StoreRange>,
+) -> Result<(GetResponse, Vec<u8>), StoreError> {
+    let key = StoreKey::new(key).unwrap();
+    let mut got = store.get_with(&key, GetRequest { range }).await?;
+    let mut body = Vec::new();
+    while let Some(part) = futures::StreamExt::next(&mut got.body).await {
+        body.extend_from_slice(&part?);
+    }
+    Ok((got, body))
+}
+
+/// Streamed reads (what raw GETs use) agree with `head` on the version and
+/// with each other on ranges, on every backend.
+async fn streamed_reads(store: &Store, head: &KeyMeta) {
+    let (got, body) = read_all(store, "a/b", None).await.unwrap();
+    assert_eq!(body, b"0123456789");
+    assert_eq!(
+        got.meta.version, head.version,
+        "streamed read and head disagree on the version"
+    );
+    assert_eq!(
+        got.meta.last_modified.seconds(),
+        head.last_modified.seconds()
+    );
+    let versioned = store
+        .get_versioned(&StoreKey::new("a/b").unwrap())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(versioned.meta.version, head.version);
+    for (range, want, span) in [
+        (StoreRange::Bounded(2..5), &b"234"[..], 2..5),
+        (StoreRange::Bounded(8..50), b"89", 8..10),
+        (StoreRange::From(7), b"789", 7..10),
+        (StoreRange::Suffix(4), b"6789", 6..10),
+        (StoreRange::Suffix(40), b"0123456789", 0..10),
+    ] {
+        let (got, body) = read_all(store, "a/b", Some(range.clone())).await.unwrap();
+        assert_eq!(body, want, "{range:?}");
+        assert_eq!(got.range, span, "{range:?}");
+    }
+    for range in [StoreRange::Bounded(10..12), StoreRange::From(10)] {
+        let err = read_all(store, "a/b", Some(range)).await.err().unwrap();
+        assert!(
+            matches!(err, StoreError::RangeNotSatisfiable { size: 10, .. }),
+            "{err}"
+        );
+    }
+    for missing in ["nope", "a/b/below-a-value", "a"] {
+        let err = read_all(store, missing, None).await.err().unwrap();
+        assert!(
+            matches!(err, StoreError::NotFound { .. }),
+            "{missing}: {err}"
+        );
+    }
+    // Longer than one read block: streamed in pieces, all of it, in order.
+    let big: Vec<u8> = (0..(5u32 << 19)).map(|i| (i % 251) as u8).collect();
+    let key = StoreKey::new("big").unwrap();
+    store.put(&key, Bytes::from(big.clone())).await.unwrap();
+    assert_eq!(read_all(store, "big", None).await.unwrap().1, big);
+    let (_, tail) = read_all(store, "big", Some(StoreRange::From(1_000_000)))
+        .await
+        .unwrap();
+    assert_eq!(tail, &big[1_000_000..]);
+    store.delete(&key).await.unwrap();
 }
 
 #[tokio::test]

@@ -1,0 +1,437 @@
+"""zarrd against the tools users would pick instead, in one run.
+
+Run through bench/run (which installs the peers). Each section starts the
+servers it needs on loopback, alternates the contenders (A B A B, --reps
+times), checks every answer against the array itself, stops what it
+started, and adds its figures to bench/results.json; bench/results.md is
+rendered from that file at the end.
+
+Sections: raw (zarrd vs nginx under wrk), clients (zarr-python and
+TensorStore through zarrd vs nginx), slicing (server-side slices vs
+in-process reads), peers (Tiled, xpublish, HSDS), memory (peak RSS against
+--cache-size), writes (region writes vs zarr-python on local files).
+"""
+
+import argparse
+import io
+import json
+import os
+import platform
+import random
+import threading
+import time
+
+import numpy as np
+
+import corpus
+import measure
+import report
+from procs import OUT, HSDS_USER, Hsds, Nginx, Tiled, Xpublish, Zarrd, available
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+WINDOW = 1000
+
+
+class Context:
+    def __init__(self, args):
+        self.args = args
+        self.n = args.size
+        self.root, npy = corpus.make(OUT, self.n)
+        self.npy = npy
+        self.expected = np.load(npy, mmap_mode="r")
+        lo = (self.n - min(WINDOW, self.n)) // 2
+        self.window = (slice(lo, lo + min(WINDOW, self.n)),) * 2
+        self.whole = (slice(0, self.n),) * 2
+
+    def selections(self):
+        return {"window": self.window, "whole": self.whole}
+
+    def check(self, got, sel, who):
+        want = self.expected[sel]
+        got = np.asarray(got).reshape(want.shape)
+        if not np.array_equal(got, want):
+            raise AssertionError(f"{who} returned wrong values")
+
+    def zarrd(self, *extra):
+        return Zarrd(self.root, "--cache-size", self.args.cache_size, "--recheck-cached", "never", *extra)
+
+
+def select_param(sel):
+    return ",".join(f"{s.start}:{s.stop}" for s in sel)
+
+
+def mb(sel):
+    return np.prod([s.stop - s.start for s in sel]) * 4 / 1e6
+
+
+# 1. Raw keys --------------------------------------------------------------
+
+def section_raw(ctx):
+    chunk = "/zarr/v2_blosc.zarr/0.0"
+    targets = {
+        "chunk": (chunk, {}),
+        "metadata": ("/zarr/v2_blosc.zarr/.zarray", {}),
+        "range_64k": (chunk, {"Range": "bytes=1048576-1114111"}),
+    }
+    rows = []
+    with ctx.zarrd() as z, Nginx(ctx.root) as ng:
+        for target, (path, headers) in targets.items():
+            _, ours = measure.fetch(z.url + path, headers)
+            _, theirs = measure.fetch(ng.url + path, headers)
+            if ours != theirs:
+                raise AssertionError(f"zarrd and nginx disagree on {path} {headers}")
+            for conns in (1, 16, 64):
+                res = measure.alternate({
+                    "zarrd": lambda: measure.wrk(z.url + path, conns, ctx.args.seconds, headers, len(ours)),
+                    "nginx": lambda: measure.wrk(ng.url + path, conns, ctx.args.seconds, headers, len(ours)),
+                }, ctx.args.reps)
+                rows.append({"target": target, "bytes": len(ours), "connections": conns, **res})
+                print("raw", target, conns, report.brief(res, "requests_per_s"))
+        rss = z.peak_rss()
+    return {"rows": rows, "zarrd_peak_rss": rss}
+
+
+# 2. Clients through zarrd vs nginx ---------------------------------------
+
+def read_zarr_python(url, sel):
+    import zarr
+    return zarr.open_array(url, mode="r")[sel]
+
+
+def read_tensorstore(url, sel, zarr_format, kvstore="http"):
+    import tensorstore as ts
+    kv = {"driver": "http", "base_url": url + "/"} if kvstore == "http" else {"driver": "file", "path": url}
+    spec = {"driver": "zarr3" if zarr_format == 3 else "zarr", "kvstore": kv,
+            "context": {"cache_pool": {"total_bytes_limit": 0}}}
+    return ts.open(spec, read=True).result()[sel].read().result()
+
+
+def client_reader(client, layout, sel):
+    fmt = corpus.ZARR_FORMAT[layout]
+    if client == "zarr-python":
+        return lambda base: read_zarr_python(f"{base}/zarr/{layout}.zarr", sel)
+    return lambda base: read_tensorstore(f"{base}/zarr/{layout}.zarr", sel, fmt)
+
+
+def timed_checked(ctx, who, sel, fn):
+    seconds, value = measure.timed(fn)
+    ctx.check(value, sel, who)
+    return {"seconds": seconds, "mb_per_s": mb(sel) / seconds}
+
+
+def section_clients(ctx):
+    rows = []
+    with ctx.zarrd() as z, Nginx(ctx.root) as ng:
+        for layout in corpus.LAYOUTS:
+            for sel_name, sel in ctx.selections().items():
+                for client in ("zarr-python", "tensorstore"):
+                    read = client_reader(client, layout, sel)
+                    res = measure.alternate({
+                        "zarrd": lambda: timed_checked(ctx, "zarrd", sel, lambda: read(z.url)),
+                        "nginx": lambda: timed_checked(ctx, "nginx", sel, lambda: read(ng.url)),
+                    }, ctx.args.reps)
+                    rows.append({"layout": layout, "selection": sel_name, "client": client, **res})
+                    print("clients", layout, sel_name, client, report.brief(res, "mb_per_s"))
+        rss = z.peak_rss()
+    return {"rows": rows, "zarrd_peak_rss": rss}
+
+
+# 3. Server-side slicing vs in-process reads ------------------------------
+
+def npy_values(body):
+    return np.load(io.BytesIO(body), allow_pickle=False)
+
+
+def zarrd_cold_warm(ctx, layout, sel):
+    """A fresh server (cold cache, warm OS page cache like every contender), then the same request again."""
+    path = f"/api/v1/data/{layout}.zarr?select={select_param(sel)}&format=npy"
+    with ctx.zarrd() as z:
+        cold, body = measure.fetch(z.url + path)
+        ctx.check(npy_values(body), sel, "zarrd cold")
+        warm, body = measure.fetch(z.url + path)
+        ctx.check(npy_values(body), sel, "zarrd warm")
+        return {"cold_s": cold, "warm_s": warm, "peak_rss": z.peak_rss()}
+
+
+def section_slicing(ctx):
+    rows = []
+    for layout in corpus.LAYOUTS:
+        local = os.path.join(ctx.root, f"{layout}.zarr")
+        fmt = corpus.ZARR_FORMAT[layout]
+        for sel_name, sel in ctx.selections().items():
+            res = measure.alternate({
+                "zarrd": lambda: zarrd_cold_warm(ctx, layout, sel),
+                "tensorstore": lambda: {"seconds": timed_checked(
+                    ctx, "tensorstore", sel, lambda: read_tensorstore(local, sel, fmt, kvstore="file"))["seconds"]},
+                "zarr-python": lambda: {"seconds": timed_checked(
+                    ctx, "zarr-python", sel, lambda: read_zarr_python(local, sel))["seconds"]},
+            }, ctx.args.reps)
+            rows.append({"layout": layout, "selection": sel_name, "mb": mb(sel), **res})
+            print("slicing", layout, sel_name, {k: round(v[next(iter(v))]["median"], 4) for k, v in res.items()})
+    return {"rows": rows}
+
+
+# 4. Other data servers ---------------------------------------------------
+
+def peer_slice_urls(ctx, z, tiled, hsds, hsds_id, sel):
+    """The same selection of the v2_blosc array as each server spells it."""
+    urls = {"zarrd": (f"{z.url}/api/v1/data/v2_blosc.zarr?select={select_param(sel)}&format=raw", {})}
+    if tiled:
+        urls["tiled"] = (f"{tiled.url}/api/v1/array/full/v2_blosc?slice={select_param(sel)}",
+                         {"Accept": "application/octet-stream"})
+    if hsds:
+        hsel = "[" + ",".join(f"{s.start}:{s.stop}" for s in sel) + "]"
+        urls["hsds"] = (f"{hsds.url}/datasets/{hsds_id}/value?select={hsel}&domain=/home/bench.h5",
+                        {"Accept": "application/octet-stream", "Authorization": hsds_auth()})
+    return urls
+
+
+def hsds_auth():
+    import base64
+    return "Basic " + base64.b64encode(":".join(HSDS_USER).encode()).decode()
+
+
+def raw_fetch_checked(ctx, who, url, headers, sel):
+    seconds, body = measure.fetch(url, headers)
+    ctx.check(np.frombuffer(body, dtype="<f4"), sel, who)
+    return {"seconds": seconds, "mb_per_s": mb(sel) / seconds}
+
+
+def start_optional(server, errors):
+    try:
+        return server.start()
+    except Exception as e:  # a peer that fails to start is reported, not fatal
+        errors[server.name] = f"did not start: {e}"
+        server.stop()
+        return None
+
+
+def section_peers(ctx):
+    errors, rows, wrk_rows = {}, [], []
+    peers = []
+    z = ctx.zarrd().start()
+    peers.append(z)
+    try:
+        tiled = start_optional(Tiled(ctx.root), errors) if available("tiled") else None
+        xpub = start_optional(Xpublish(os.path.join(ctx.root, "v2_blosc.zarr")), errors) if available("xpublish") else None
+        hsds = start_optional(Hsds(), errors) if available("hsds") else None
+        peers += [p for p in (tiled, xpub, hsds) if p]
+        hsds_id = hsds.load(ctx.npy) if hsds else None
+        for sel_name, sel in ctx.selections().items():
+            urls = peer_slice_urls(ctx, z, tiled, hsds, hsds_id, sel)
+            # Servers that refuse a selection (size limits) are recorded and left out.
+            for name, (url, headers) in list(urls.items()):
+                try:
+                    measure.fetch(url, headers)
+                except RuntimeError as e:
+                    errors[f"{name} {sel_name}"] = str(e)[:300]
+                    del urls[name]
+            res = measure.alternate({name: (lambda u=u, h=h, name=name: raw_fetch_checked(ctx, name, u, h, sel))
+                                     for name, (u, h) in urls.items()}, ctx.args.reps)
+            rows.append({"kind": "server-side slice (repeated request)", "selection": sel_name, **res})
+            print("peers slice", sel_name, report.brief(res, "mb_per_s"))
+            # Each server's Zarr facade read by zarr-python (client-side decoding).
+            facades = {"zarrd": f"{z.url}/zarr/v2_blosc.zarr"}
+            if tiled:
+                facades["tiled"] = f"{tiled.url}/zarr/v2/v2_blosc"
+            if xpub:
+                facades["xpublish"] = f"{xpub.url}/zarr/data"
+            res = measure.alternate({name: (lambda u=u, name=name: timed_checked(
+                ctx, name, sel, lambda: read_zarr_python(u, sel))) for name, u in facades.items()}, ctx.args.reps)
+            rows.append({"kind": "zarr-python through the Zarr facade", "selection": sel_name, **res})
+            print("peers facade", sel_name, report.brief(res, "mb_per_s"))
+        wrk_rows = peers_under_wrk(ctx, z, tiled, xpub, hsds, hsds_id, errors)
+        rss = {p.name: p.peak_rss() for p in peers}
+    finally:
+        for p in reversed(peers):
+            p.stop()
+    return {"rows": rows, "wrk": wrk_rows, "errors": errors, "peak_rss": rss}
+
+
+def peers_under_wrk(ctx, z, tiled, xpub, hsds, hsds_id, errors):
+    """A 40 kB slice, a metadata key and a ~750 kB slice at 10 connections."""
+    small, large = (slice(0, 100),) * 2, (slice(0, 433),) * 2
+    targets = {}
+    for name, sel in (("slice_40kB", small), ("slice_750kB", large)):
+        targets[name] = peer_slice_urls(ctx, z, tiled, hsds, hsds_id, sel)
+    meta = {"zarrd": (f"{z.url}/zarr/v2_blosc.zarr/.zarray", {})}
+    if tiled:
+        meta["tiled"] = (f"{tiled.url}/api/v1/metadata/v2_blosc", {})
+    if xpub:
+        meta["xpublish"] = (f"{xpub.url}/zarr/data/zarr.json", {})
+    if hsds:
+        meta["hsds"] = (f"{hsds.url}/datasets/{hsds_id}?domain=/home/bench.h5", {"Authorization": hsds_auth()})
+    targets["metadata"] = meta
+    rows = []
+    for target, urls in targets.items():
+        contenders = {}
+        for name, (url, headers) in urls.items():
+            try:
+                _, body = measure.fetch(url, headers)
+            except RuntimeError as e:
+                errors[f"{name} {target}"] = str(e)[:300]
+                continue
+            contenders[name] = (lambda u=url, h=headers, n=len(body): measure.wrk(u, 10, ctx.args.seconds, h, n))
+        res = measure.alternate(contenders, ctx.args.reps)
+        rows.append({"target": target, "connections": 10, **res})
+        print("peers wrk", target, report.brief(res, "requests_per_s"))
+    return rows
+
+
+# 5. Memory ---------------------------------------------------------------
+
+def section_memory(ctx):
+    """Whole-array reads of every layout, twice, with a small cache: the cache must stay bounded."""
+    cache = 256 * 2**20
+    largest = ctx.n * ctx.n * 4
+    with Zarrd(ctx.root, "--cache-size", "256MiB", "--recheck-cached", "never") as z:
+        for _ in range(2):
+            for layout in corpus.LAYOUTS:
+                _, body = measure.fetch(f"{z.url}/api/v1/data/{layout}.zarr?format=raw")
+                if len(body) != largest:
+                    raise AssertionError(f"whole {layout}: {len(body)} bytes")
+                del body
+        peak = z.peak_rss()
+    bound = cache + 2 * largest + 100 * 2**20
+    return {"cache_size": cache, "largest_response": largest, "peak_rss": peak, "bound": bound}
+
+
+# 6. Writes ---------------------------------------------------------------
+
+WRITE_N, WRITE_CHUNK, WRITES = 4096, 512, 48
+
+
+def write_regions(aligned, writers):
+    """The same region sequence for every contender: WRITES regions split among the writers."""
+    rng = random.Random(7)
+    regions = []
+    for _ in range(WRITES):
+        if aligned:
+            r, c = rng.randrange(WRITE_N // WRITE_CHUNK) * WRITE_CHUNK, rng.randrange(WRITE_N // WRITE_CHUNK) * WRITE_CHUNK
+            h = w = WRITE_CHUNK
+        else:
+            h, w = rng.randrange(100, 700), rng.randrange(100, 700)
+            r, c = rng.randrange(WRITE_N - h), rng.randrange(WRITE_N - w)
+        regions.append((r, c, h, w))
+    return [regions[k::writers] for k in range(writers)]
+
+
+def run_writers(per_writer, write_one):
+    """Run one thread per writer; seconds and MB written."""
+    errors = []
+
+    def worker(regions):
+        try:
+            for region in regions:
+                write_one(region)
+        except Exception as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=worker, args=(regions,)) for regions in per_writer]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    seconds = time.perf_counter() - start
+    if errors:
+        raise errors[0]
+    total = sum(h * w * 4 for regions in per_writer for (_, _, h, w) in regions) / 1e6
+    return {"seconds": seconds, "mb_per_s": total / seconds}
+
+
+WRITE_SPEC = {"node_type": "array", "shape": [WRITE_N, WRITE_N], "chunks": [WRITE_CHUNK, WRITE_CHUNK],
+              "dtype": "float32", "codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
+                                             {"name": "zstd", "configuration": {"level": 1, "checksum": False}}]}
+
+
+def block(region):
+    r, c, h, w = region
+    return (np.arange(h * w, dtype="<f4").reshape(h, w) + r * 7 + c)
+
+
+def zarrd_writes(url, per_writer):
+    import http.client
+    import urllib.parse
+    parts = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port)
+    conn.request("PUT", "/api/v1/meta/w?overwrite=true", body=json.dumps(WRITE_SPEC),
+                 headers={"Content-Type": "application/json"})
+    assert conn.getresponse().read() is not None
+    local = threading.local()
+
+    def write_one(region):
+        if not hasattr(local, "conn"):
+            local.conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=300)
+        r, c, h, w = region
+        local.conn.request("PUT", f"/api/v1/data/w?select={r}:{r + h},{c}:{c + w}", body=block(region).tobytes(),
+                           headers={"Content-Type": "application/octet-stream"})
+        resp = local.conn.getresponse()
+        body = resp.read()
+        if resp.status != 200:
+            raise RuntimeError(f"write {region}: {resp.status} {body[:200]!r}")
+
+    return run_writers(per_writer, write_one)
+
+
+def zarr_python_writes(path, per_writer):
+    import zarr
+    import zarr.codecs as zc
+    a = zarr.create_array(path, shape=(WRITE_N, WRITE_N), chunks=(WRITE_CHUNK, WRITE_CHUNK), dtype="f4",
+                          compressors=[zc.ZstdCodec(level=1)], overwrite=True)
+
+    def write_one(region):
+        r, c, h, w = region
+        a[r:r + h, c:c + w] = block(region)
+
+    return run_writers(per_writer, write_one)
+
+
+def section_writes(ctx):
+    import tempfile
+    rows = []
+    with tempfile.TemporaryDirectory(dir=OUT) as tmp:
+        with Zarrd(tmp, "--allow-anonymous-writes") as z:
+            for aligned in (True, False):
+                for writers in (1, 4, 16):
+                    per_writer = write_regions(aligned, writers)
+                    res = measure.alternate({
+                        "zarrd": lambda: zarrd_writes(z.url, per_writer),
+                        "zarr-python": lambda: zarr_python_writes(os.path.join(tmp, "local.zarr"), per_writer),
+                    }, ctx.args.reps)
+                    rows.append({"regions": "aligned" if aligned else "unaligned", "writers": writers, **res})
+                    print("writes", rows[-1]["regions"], writers, report.brief(res, "mb_per_s"))
+            rss = z.peak_rss()
+    return {"rows": rows, "zarrd_peak_rss": rss, "regions_per_run": WRITES}
+
+
+SECTIONS = {"raw": section_raw, "clients": section_clients, "slicing": section_slicing,
+            "peers": section_peers, "memory": section_memory, "writes": section_writes}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--size", type=int, default=8192, help="array side (default 8192)")
+    parser.add_argument("--reps", type=int, default=3, help="repetitions per contender")
+    parser.add_argument("--seconds", type=float, default=3.0, help="length of each wrk run")
+    parser.add_argument("--cache-size", default="1GiB", help="zarrd's --cache-size")
+    parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections")
+    args = parser.parse_args()
+    os.makedirs(OUT, exist_ok=True)
+    ctx = Context(args)
+    path = os.path.join(HERE, "results.json")
+    results = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+               "size": args.size, "reps": args.reps, "cache_size": args.cache_size,
+               "started": time.strftime("%Y-%m-%d %H:%M:%S"), "sections": {}}
+    if os.path.exists(path) and args.only != ",".join(SECTIONS):
+        with open(path) as f:
+            results["sections"] = json.load(f).get("sections", {})
+    for name in args.only.split(","):
+        results["sections"][name] = SECTIONS[name](ctx)
+        with open(path, "w") as f:
+            json.dump(results, f, indent=1)
+    report.write(results, os.path.join(HERE, "results.md"))
+
+
+if __name__ == "__main__":
+    main()

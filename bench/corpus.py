@@ -1,0 +1,55 @@
+"""The benchmark corpus, written once by zarr-python: one float32 N x N
+array (smooth field plus noise, so it compresses like real data) in four
+layouts, and the array itself as .npy so every contender's answer can be
+checked.
+
+- v2_blosc:   Zarr v2, 1024 x 1024 chunks, Blosc lz4 byte-shuffle (~3 MB chunks)
+- v3_zstd:    Zarr v3, 1024 x 1024 chunks, bytes + zstd level 1
+- v3_sharded: Zarr v3, 2048 x 2048 shards of 256 x 256 inner chunks, zstd 1
+- v2_small:   Zarr v2, 64 x 64 chunks, Blosc lz4 (many small chunks)
+"""
+
+import os
+
+import numpy as np
+
+LAYOUTS = ["v2_blosc", "v3_zstd", "v3_sharded", "v2_small"]
+# The key a raw GET of "one chunk" fetches, per layout (one shard when sharded).
+CHUNK_KEYS = {"v2_blosc": "0.0", "v3_zstd": "c/0/0", "v3_sharded": "c/0/0", "v2_small": "0.0"}
+METADATA_KEYS = {"v2_blosc": ".zarray", "v3_zstd": "zarr.json", "v3_sharded": "zarr.json", "v2_small": ".zarray"}
+ZARR_FORMAT = {"v2_blosc": 2, "v3_zstd": 3, "v3_sharded": 3, "v2_small": 2}
+
+
+def field(n):
+    rng = np.random.default_rng(0)
+    i = np.arange(n, dtype=np.float32)
+    return (np.sin(i[:, None] * 0.01) * np.cos(i[None, :] * 0.013) * 100
+            + rng.random((n, n), dtype=np.float32)).astype("<f4")
+
+
+def make(out_dir, n):
+    """Write the corpus under out_dir/corpus-N once; returns (corpus dir, .npy path)."""
+    import numcodecs
+    import zarr
+    import zarr.codecs as zc
+
+    root = os.path.join(out_dir, f"corpus-{n}")
+    npy = os.path.join(out_dir, f"expected-{n}.npy")
+    marker = os.path.join(out_dir, f"corpus-{n}.done")
+    if os.path.exists(marker):
+        return root, npy
+    data = field(n)
+    np.save(npy, data)
+    common = dict(shape=(n, n), dtype="f4", overwrite=True)
+    blosc = numcodecs.Blosc(cname="lz4", clevel=5, shuffle=numcodecs.Blosc.SHUFFLE)
+    arrays = {
+        "v2_blosc": dict(zarr_format=2, chunks=(1024, 1024), compressors=blosc),
+        "v3_zstd": dict(zarr_format=3, chunks=(1024, 1024), compressors=[zc.ZstdCodec(level=1)]),
+        "v3_sharded": dict(zarr_format=3, chunks=(256, 256), shards=(2048, 2048), compressors=[zc.ZstdCodec(level=1)]),
+        "v2_small": dict(zarr_format=2, chunks=(64, 64), compressors=blosc),
+    }
+    for name, options in arrays.items():
+        a = zarr.create_array(os.path.join(root, f"{name}.zarr"), **options, **common)
+        a[...] = data
+    open(marker, "w").close()
+    return root, npy

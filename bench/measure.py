@@ -1,0 +1,81 @@
+"""How things are measured: wrk for loads of many connections, one timed
+request for single transfers, and the alternation of contenders (A B A B)
+so that drift of a shared machine hits every contender alike."""
+
+import http.client
+import re
+import statistics
+import subprocess
+import time
+import urllib.parse
+
+
+def summary(values):
+    """Median and range of repeated measurements."""
+    return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
+
+
+def alternate(contenders, reps):
+    """Run each contender's measurement `reps` times, interleaved A B A B.
+
+    `contenders` maps a name to a function returning a dict of numbers; the
+    result maps each name to a dict of summaries."""
+    samples = {name: [] for name in contenders}
+    for _ in range(reps):
+        for name, measure in contenders.items():
+            samples[name].append(measure())
+    return {name: {k: summary([s[k] for s in runs]) for k in runs[0]} for name, runs in samples.items()}
+
+
+_UNITS = {"us": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0}
+
+
+def _seconds(text):
+    value, unit = re.fullmatch(r"([\d.]+)(us|ms|s|m)", text).groups()
+    return float(value) * _UNITS[unit]
+
+
+def wrk(url, connections, seconds, headers=None, response_bytes=None):
+    """Keep-alive load from wrk: requests/s, MB/s and latency percentiles.
+
+    MB/s is requests/s times the known response size (wrk's own transfer
+    figure counts headers too, in binary units)."""
+    argv = ["wrk", "--latency", "-t", str(min(2, connections)), "-c", str(connections), "-d", f"{max(1, round(seconds))}s"]
+    for name, value in (headers or {}).items():
+        argv += ["-H", f"{name}: {value}"]
+    out = subprocess.run(argv + [url], check=True, capture_output=True, text=True).stdout
+    rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
+    latency = dict(re.findall(r"^\s+(50|99)%\s+(\S+)$", out, re.M))
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
+    if errors:
+        raise RuntimeError(f"wrk saw {errors.group(1)} error responses from {url}")
+    result = {"requests_per_s": rps, "p50_ms": _seconds(latency["50"]) * 1e3, "p99_ms": _seconds(latency["99"]) * 1e3}
+    if response_bytes is not None:
+        result["mb_per_s"] = rps * response_bytes / 1e6
+    return result
+
+
+def fetch(url, headers=None, auth=None):
+    """One GET on a new connection: (seconds, status, body)."""
+    parts = urllib.parse.urlsplit(url)
+    conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=600)
+    path = parts.path + (f"?{parts.query}" if parts.query else "")
+    headers = dict(headers or {})
+    if auth:
+        headers["Authorization"] = auth
+    start = time.perf_counter()
+    conn.request("GET", path, headers=headers)
+    resp = conn.getresponse()
+    body = resp.read()
+    elapsed = time.perf_counter() - start
+    conn.close()
+    if resp.status not in (200, 206):
+        raise RuntimeError(f"GET {url}: {resp.status} {body[:300]!r}")
+    return elapsed, body
+
+
+def timed(fn):
+    """Seconds one call of `fn` takes, and what it returned."""
+    start = time.perf_counter()
+    value = fn()
+    return time.perf_counter() - start, value

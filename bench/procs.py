@@ -1,0 +1,278 @@
+"""The servers a benchmark run starts, each on a free loopback port, and
+stops again (only the processes it started, by PID or by the process group
+it created for them).
+
+Every server exposes `url` (base URL), `pid` and `peak_rss()` (the peak
+resident set of its processes, from /proc)."""
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+OUT = os.path.join(HERE, "out")
+VENVS = os.path.join(OUT, "venvs")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url, timeout=120, auth=None):
+    """Poll until `url` answers with any HTTP status below 500."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        req = urllib.request.Request(url)
+        if auth:
+            req.add_header("Authorization", auth)
+        try:
+            with urllib.request.urlopen(req, timeout=5) as resp:
+                if resp.status < 500:
+                    return
+        except urllib.error.HTTPError as e:
+            if e.code < 500:
+                return
+            last = e
+        except OSError as e:
+            last = e
+        time.sleep(0.3)
+    raise RuntimeError(f"{url} did not come up: {last}")
+
+
+def rss_hwm_kib(pid):
+    """Peak resident set (VmHWM) of one process, in KiB; 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def group_pids(pgid):
+    """Processes of one process group (a server and the workers it forked)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.getpgid(int(entry)) == pgid:
+                    pids.append(int(entry))
+            except OSError:
+                pass
+    return pids
+
+
+class Server:
+    """A child process in its own process group; `stop` signals only that group."""
+
+    name = "server"
+
+    def __init__(self):
+        self.proc = None
+        self.url = None
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def _spawn(self, argv, log_name, env=None, cwd=None):
+        log = open(os.path.join(OUT, f"{log_name}.log"), "ab")
+        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})},
+                                     cwd=cwd, start_new_session=True)
+        log.close()
+
+    def peak_rss(self):
+        """Sum of the peak resident sets of the server's processes, in bytes."""
+        return sum(rss_hwm_kib(p) for p in group_pids(self.proc.pid)) * 1024
+
+    def stop(self):
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            return
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+        # Workers that outlive their parent are still in the group we created.
+        for pid in group_pids(self.proc.pid):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+class Zarrd(Server):
+    name = "zarrd"
+
+    def __init__(self, root, *args):
+        super().__init__()
+        self.root, self.args = root, args
+
+    def start(self):
+        binary = os.path.join(REPO, "target", "release", "zarrd")
+        # Access logs off, as for nginx below: both log warnings and errors only.
+        self.proc = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:0", self.root, *self.args],
+                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                                     env={**os.environ, "ZARRD_LOG": "warn"}, start_new_session=True)
+        line = self.proc.stdout.readline()
+        match = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        if not match:
+            self.stop()
+            raise RuntimeError(f"zarrd did not start: {line!r}")
+        self.url = f"http://127.0.0.1:{match.group(1)}"
+        return self
+
+
+NGINX_CONF = """
+daemon off;
+worker_processes auto;
+pid {out}/nginx.pid;
+error_log {out}/nginx-error.log warn;
+{user}
+events {{ worker_connections 1024; }}
+http {{
+    access_log off;
+    sendfile on;
+    tcp_nopush on;
+    tcp_nodelay on;
+    keepalive_requests 1000000;
+    keepalive_timeout 120s;
+    open_file_cache max=10000 inactive=60s;
+    client_body_temp_path {out}/nginx-tmp/body;
+    proxy_temp_path {out}/nginx-tmp/proxy;
+    fastcgi_temp_path {out}/nginx-tmp/fastcgi;
+    uwsgi_temp_path {out}/nginx-tmp/uwsgi;
+    scgi_temp_path {out}/nginx-tmp/scgi;
+    default_type application/octet-stream;
+    server {{
+        listen 127.0.0.1:{port};
+        location /zarr/ {{ alias {root}/; autoindex on; }}
+    }}
+}}
+"""
+
+
+class Nginx(Server):
+    """nginx serving the corpus directory under /zarr/, the way a static site would."""
+
+    name = "nginx"
+
+    def __init__(self, root):
+        super().__init__()
+        self.root = root
+
+    def start(self):
+        port = free_port()
+        os.makedirs(os.path.join(OUT, "nginx-tmp"), exist_ok=True)
+        conf = os.path.join(OUT, "nginx.conf")
+        # As root nginx would drop its workers to `nobody`; keep them as the invoking user.
+        user = "user root;" if os.geteuid() == 0 else ""
+        with open(conf, "w") as f:
+            f.write(NGINX_CONF.format(out=OUT, port=port, root=self.root, user=user))
+        binary = "/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else "nginx"
+        self._spawn([binary, "-c", conf, "-e", os.path.join(OUT, "nginx-error.log")], "nginx")
+        self.url = f"http://127.0.0.1:{port}"
+        wait_http(self.url + "/zarr/")
+        return self
+
+
+class Tiled(Server):
+    """Tiled serving the corpus directory (its own index, array slicing, Zarr facade)."""
+
+    name = "tiled"
+
+    def __init__(self, root):
+        super().__init__()
+        self.root = root
+
+    def start(self):
+        port = free_port()
+        tiled = os.path.join(VENVS, "tiled", "bin", "tiled")
+        self._spawn([tiled, "serve", "directory", "--public", "--host", "127.0.0.1", "--port", str(port), self.root],
+                    "tiled", cwd=OUT)
+        self.url = f"http://127.0.0.1:{port}"
+        wait_http(self.url + "/api/v1/metadata/v2_blosc")
+        return self
+
+
+class Xpublish(Server):
+    """xpublish serving the v2 array as an xarray Dataset (lazily, through dask)."""
+
+    name = "xpublish"
+
+    def __init__(self, array_path):
+        super().__init__()
+        self.array_path = array_path
+
+    def start(self):
+        port = free_port()
+        python = os.path.join(VENVS, "xpublish", "bin", "python")
+        self._spawn([python, os.path.join(HERE, "peers", "xpublish_app.py"), self.array_path, str(port)], "xpublish")
+        self.url = f"http://127.0.0.1:{port}"
+        wait_http(self.url + "/zarr/.zmetadata")
+        return self
+
+
+HSDS_USER = ("bench", "bench")
+
+
+class Hsds(Server):
+    """HSDS (posix storage under bench/out/hsdata) with two data nodes."""
+
+    name = "hsds"
+
+    def __init__(self):
+        super().__init__()
+        self.root = os.path.join(OUT, "hsdata")
+
+    def start(self):
+        port = free_port()
+        os.makedirs(os.path.join(self.root, "hsdsbench"), exist_ok=True)
+        hsds = os.path.join(VENVS, "hsds", "bin", "hsds")
+        self._spawn([hsds, "--root_dir", self.root, "--bucket_name", "hsdsbench", "--hs_username", HSDS_USER[0],
+                     "--hs_password", HSDS_USER[1], "--host", "127.0.0.1", "-p", str(port), "--count", "2",
+                     "--logfile", os.path.join(OUT, "hsds-nodes.log"), "--loglevel", "ERROR"], "hsds")
+        self.url = f"http://127.0.0.1:{port}"
+        wait_http(self.url + "/about")
+        return self
+
+    def load(self, corpus):
+        """Load the benchmark array into HSDS once; returns the dataset id."""
+        python = os.path.join(VENVS, "hsds", "bin", "python")
+        out = subprocess.run([python, os.path.join(HERE, "peers", "hsds_load.py"), self.url, corpus],
+                             check=True, capture_output=True, text=True)
+        return out.stdout.strip().splitlines()[-1]
+
+
+def available(peer):
+    """Whether a peer's environment was installed (bench/run installs them)."""
+    if peer == "nginx":
+        return os.path.exists("/usr/sbin/nginx") or any(
+            os.path.exists(os.path.join(d, "nginx")) for d in os.environ.get("PATH", "").split(":"))
+    return os.path.exists(os.path.join(VENVS, peer, "bin", "python"))
+
+
+if __name__ == "__main__":
+    sys.exit("procs.py is a module of bench/bench.py")
