@@ -48,6 +48,12 @@ def make(out_dir, n):
         "v3_sharded": dict(zarr_format=3, chunks=(256, 256), shards=(2048, 2048), compressors=[zc.ZstdCodec(level=1)]),
         "v2_small": dict(zarr_format=2, chunks=(64, 64), compressors=blosc),
     }
+    # A small array a server reads once before cold-cache measurements, so that
+    # "cold" means this array's chunks are not cached, not a process that has
+    # yet to start its thread pools.
+    warm = zarr.create_array(os.path.join(root, "warmup.zarr"), shape=(256, 256), chunks=(64, 64), dtype="f4",
+                             zarr_format=3, compressors=[zc.ZstdCodec(level=1)], overwrite=True)
+    warm[...] = data[:256, :256]
     for name, options in arrays.items():
         a = zarr.create_array(os.path.join(root, f"{name}.zarr"), **options, **common)
         a[...] = data

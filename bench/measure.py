@@ -15,6 +15,19 @@ def summary(values):
     return {"median": statistics.median(values), "min": min(values), "max": max(values), "n": len(values)}
 
 
+def working(contenders, errors, label):
+    """The contenders whose measurement runs once without error; the others
+    are recorded in `errors` (a peer's bug is reported, not fatal)."""
+    kept = {}
+    for name, measure in contenders.items():
+        try:
+            measure()
+            kept[name] = measure
+        except Exception as e:  # noqa: BLE001  (any failure of a peer is a result)
+            errors[f"{name}, {label}"] = f"{type(e).__name__}: {str(e)[:300]}"
+    return kept
+
+
 def alternate(contenders, reps):
     """Run each contender's measurement `reps` times, interleaved A B A B.
 
@@ -66,12 +79,29 @@ def fetch(url, headers=None, auth=None):
     start = time.perf_counter()
     conn.request("GET", path, headers=headers)
     resp = conn.getresponse()
-    body = resp.read()
+    body = read_body(resp)
     elapsed = time.perf_counter() - start
     conn.close()
     if resp.status not in (200, 206):
         raise RuntimeError(f"GET {url}: {resp.status} {body[:300]!r}")
     return elapsed, body
+
+
+def read_body(resp):
+    """The whole body, received straight into one buffer when its length is
+    known (as a client that wants an array would), so the client's own
+    copying does not count against the server."""
+    length = resp.getheader("Content-Length")
+    if length is None:
+        return resp.read()
+    buf = bytearray(int(length))
+    view, got = memoryview(buf), 0
+    while got < len(buf):
+        n = resp.readinto(view[got:])
+        if not n:
+            raise RuntimeError(f"body ended after {got} of {len(buf)} bytes")
+        got += n
+    return bytes(buf) if len(buf) < 1 << 20 else buf
 
 
 def timed(fn):

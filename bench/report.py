@@ -10,7 +10,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def brief(res, key):
     """One line for the console: each contender's median of `key`."""
-    return {name: round(stats[key]["median"], 2) for name, stats in res.items() if key in stats}
+    return {name: round(float(stats[key]["median"]), 4) for name, stats in res.items() if key in stats}
 
 
 def fmt(stats, scale=1.0, digits=1):
@@ -61,14 +61,17 @@ def slicing_table(sec):
              "cold vs TensorStore | cold vs zarr-python | warm vs cold |",
              "|---|---|---|---|---|---|---|---|---|"]
     for row in sec["rows"]:
-        z = row["zarrd"]
-        cold, warm = z["cold_s"], z["warm_s"]
+        cold, warm = row["zarrd cold"]["seconds"], row["zarrd warm"]["seconds"]
         ts, zp = row["tensorstore"]["seconds"], row["zarr-python"]["seconds"]
         lines.append(
             f"| {row['layout']} | {row['selection']} | {fmt(cold, digits=3)} | {fmt(warm, digits=3)} | "
             f"{fmt(ts, digits=3)} | {fmt(zp, digits=3)} | {verdict(ratio(cold, ts, False), 1.0)} | "
             f"{ratio(cold, zp, False):.2f}x | {verdict(ratio(warm, cold, False), 5.0)} |")
     return lines
+
+
+def rss_line(sec):
+    return ["Peak RSS: " + ", ".join(f"{n} {mib(v)}" for n, v in sec["peak_rss"].items()), ""]
 
 
 def peers_tables(sec):
@@ -95,8 +98,6 @@ def peers_tables(sec):
         lines.append("")
     for name, err in sec.get("errors", {}).items():
         lines.append(f"- {name}: {err}")
-    if sec.get("peak_rss"):
-        lines += ["", "Peak RSS: " + ", ".join(f"{n} {mib(v)}" for n, v in sec["peak_rss"].items())]
     return lines
 
 
@@ -141,6 +142,8 @@ def write(results, path):
         if sec is None:
             continue
         lines += [f"## {title}", ""] + render(sec) + [""]
+        if isinstance(sec.get("peak_rss"), dict):
+            lines += rss_line(sec)
         if "zarrd_peak_rss" in sec:
             lines += [f"zarrd peak RSS in this section: {mib(sec['zarrd_peak_rss'])}.", ""]
     notes = os.path.join(HERE, "profile.md")

@@ -11,9 +11,9 @@
 //! holds the two to each other.
 
 use std::fs::{File, Metadata};
-use std::io::ErrorKind;
+use std::io::{ErrorKind, Read, Seek, SeekFrom};
 use std::ops::Range;
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -122,8 +122,7 @@ fn open_and_read(
         Some(r) => resolve(key, r, meta.size)?,
     };
     let len = (range.end - range.start).min(first_block) as usize;
-    let mut buf = vec![0u8; len];
-    file.read_exact_at(&mut buf, range.start).map_err(io)?;
+    let buf = read_at(&file, range.start, len).map_err(io)?;
     let more = range.start + (len as u64) < range.end;
     Ok(Some(Opened {
         meta,
@@ -153,6 +152,22 @@ fn resolve(key: &StoreKey, range: StoreRange, size: u64) -> Result<Range<u64>, S
             size,
         }
     })
+}
+
+/// Exactly `len` bytes at `offset`, read into a buffer that is not zeroed
+/// first (for a multi-megabyte chunk, zeroing costs as much as the read).
+fn read_at(file: &File, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
+    let mut file = file;
+    file.seek(SeekFrom::Start(offset))?;
+    let mut buf = Vec::with_capacity(len);
+    file.take(len as u64).read_to_end(&mut buf)?;
+    if buf.len() < len {
+        return Err(std::io::Error::new(
+            ErrorKind::UnexpectedEof,
+            format!("file ended {} bytes early", len - buf.len()),
+        ));
+    }
+    Ok(buf)
 }
 
 /// Size, ETag and modification time, computed as `LocalFileSystem` does.
@@ -209,10 +224,7 @@ pub(super) fn file_stream(
             let len = (end - at).min(BLOCK) as usize;
             let reader = key.clone();
             let buf = blocking(&key, move || {
-                let mut buf = vec![0u8; len];
-                file.read_exact_at(&mut buf, at)
-                    .map(|_| buf)
-                    .map_err(|e| io_error(&reader, e))
+                read_at(&file, at, len).map_err(|e| io_error(&reader, e))
             })
             .await?;
             Ok(Some((Bytes::from(buf), at + len as u64)))

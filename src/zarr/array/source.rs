@@ -46,7 +46,7 @@ pub async fn decode_chunk(
     bytes: bytes::Bytes,
 ) -> Result<Arc<ArrayBytes>> {
     let (array, key) = (array.clone(), key.clone());
-    run_blocking(move || array.decode_chunk(&key, bytes.to_vec()).map(Arc::new)).await
+    run_blocking(move || array.decode_chunk(&key, Vec::from(bytes)).map(Arc::new)).await
 }
 
 /// Fetch inner chunks in one vectored read and decode them in parallel.
@@ -65,7 +65,7 @@ pub async fn fetch_inner_chunks(
                 .sharding()
                 .ok_or_else(|| ZarrError::Data("array is not sharded".into()))?;
             sharding
-                .decode_inner(blob.to_vec(), array.chunk_repr())
+                .decode_inner(Vec::from(blob), array.chunk_repr())
                 .map(Arc::new)
                 .map_err(|e| e.for_chunk(key.as_str()))
         })

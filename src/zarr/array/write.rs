@@ -178,7 +178,7 @@ impl Array {
                 let (this, key, modify) = (self.clone(), key.clone(), modify.clone());
                 run_blocking(move || {
                     let mut chunk = match current {
-                        Some(v) => this.decode_chunk(&key, v.bytes.to_vec())?,
+                        Some(v) => this.decode_chunk(&key, Vec::from(v.bytes))?,
                         None => this.chunk_repr.filled(),
                     };
                     modify(&mut chunk);

@@ -96,6 +96,12 @@ impl BytesToBytesCodec for Deflate {
     }
 }
 
+thread_local! {
+    /// One decompression context per decoding thread, reused chunk after chunk.
+    static ZSTD_CONTEXT: std::cell::RefCell<std::io::Result<zstd::bulk::Decompressor<'static>>> =
+        std::cell::RefCell::new(zstd::bulk::Decompressor::new());
+}
+
 /// Zstandard frames; decoding also accepts frames without a content size.
 #[derive(Debug, Clone)]
 pub struct Zstd {
@@ -129,15 +135,28 @@ impl BytesToBytesCodec for Zstd {
     }
 
     fn decode(&self, bytes: Vec<u8>) -> Result<Vec<u8>> {
-        let hint = zstd::zstd_safe::get_frame_content_size(&bytes)
+        let size = zstd::zstd_safe::get_frame_content_size(&bytes)
             .ok()
             .flatten()
             .unwrap_or(0);
-        // A corrupt header may claim any size; only trust it as a capacity hint up to 1 GiB.
-        let hint = (hint as usize).min(1 << 30);
+        // A corrupt header may claim any size; only trust it up to 1 GiB.
+        let size = (size as usize).min(1 << 30);
+        if size > 0 {
+            // One shot into a buffer of the stated size, with this thread's
+            // context: no window buffer, no context set-up per chunk. Several
+            // frames, or a size that lies, fall back to streaming.
+            let single = ZSTD_CONTEXT.with(|dctx| {
+                let mut dctx = dctx.borrow_mut();
+                let dctx = dctx.as_mut().ok()?;
+                dctx.decompress(&bytes, size).ok()
+            });
+            if let Some(out) = single.filter(|out| out.len() == size) {
+                return Ok(out);
+            }
+        }
         let decoder = zstd::stream::read::Decoder::new(&bytes[..])
             .map_err(|e| ZarrError::codec("zstd", e.to_string()))?;
-        read_all("zstd", decoder, hint)
+        read_all("zstd", decoder, size)
     }
 
     fn to_v3(&self) -> Value {
