@@ -160,6 +160,7 @@ http {{
     keepalive_requests 1000000;
     keepalive_timeout 120s;
     open_file_cache max=10000 inactive=60s;
+    open_file_cache_valid 60s;
     client_body_temp_path {out}/nginx-tmp/body;
     proxy_temp_path {out}/nginx-tmp/proxy;
     fastcgi_temp_path {out}/nginx-tmp/fastcgi;

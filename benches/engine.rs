@@ -139,5 +139,20 @@ fn bench_codecs(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, bench_codecs, bench_reads);
+/// `.npy` framing: the header every response carries and the parse every
+/// `.npy` upload goes through.
+fn bench_npy(c: &mut Criterion) {
+    let mut group = c.benchmark_group("npy");
+    group.bench_function("header_f4_2d", |bch| {
+        bch.iter(|| zarrd::npy::header("<f4", &[8192, 8192]))
+    });
+    let mut upload = zarrd::npy::header("<f4", &[512, 512]);
+    upload.extend(std::iter::repeat_n(0u8, 512 * 512 * 4));
+    group.bench_function("parse_header_f4_2d", |bch| {
+        bch.iter(|| zarrd::npy::parse_header(&upload).unwrap())
+    });
+    group.finish();
+}
+
+criterion_group!(benches, bench_codecs, bench_reads, bench_npy);
 criterion_main!(benches);

@@ -1,4 +1,5 @@
 //! The server's caches: decoded chunks (and shard indexes and inner chunks)
+//! and small stored values (served by raw GETs without touching the store)
 //! in one moka cache bounded in bytes, and node metadata. Entries are
 //! revalidated against the store by ETag as `--recheck-cached` says.
 //!
@@ -13,24 +14,41 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
 use async_trait::async_trait;
+use bytes::Bytes;
 use moka::future::Cache;
 use moka::policy::EvictionPolicy;
 use serde::Serialize;
 
 use crate::config::Recheck;
-use crate::store::{Change, StoreError, StoreKey};
+use crate::store::{Change, KeyMeta, Store, StoreError, StoreKey};
 use crate::zarr::array::source::{decode_chunk, fetch_inner_chunks};
 use crate::zarr::array::ChunkSource;
 use crate::zarr::codec::ShardIndex;
 use crate::zarr::{Array, ArrayBytes, Hierarchy, NodeMetadata, Result, ZarrError};
 
-/// Cache key: store key, its generation, and the inner chunk for shards.
-type Key = (String, u64, Option<usize>);
+/// Cache key: store key, its generation, and which part of the value.
+type Key = (String, u64, Part);
+
+/// What an entry holds of the value at a store key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Part {
+    /// The decoded chunk, or a shard's index.
+    Decoded,
+    /// One inner chunk of a shard.
+    Inner(usize),
+    /// The stored bytes themselves.
+    Stored,
+}
+
+/// Stored values up to this size are kept for raw GETs (metadata documents,
+/// small chunks); larger ones are streamed from the store every time.
+pub const STORED_MAX: u64 = 64 << 10;
 
 #[derive(Debug, Clone)]
 enum Value {
     Chunk(Arc<ArrayBytes>),
     Index(Arc<ShardIndex>),
+    Stored(Bytes, KeyMeta),
     Missing,
 }
 
@@ -57,6 +75,7 @@ impl Entry {
                 ArrayBytes::Variable(v) => v.iter().map(|e| e.len() + 24).sum(),
             },
             Value::Index(i) => i.len() * 16,
+            Value::Stored(b, _) => b.len(),
             Value::Missing => 0,
         };
         (bytes + 128).min(u32::MAX as usize) as u32
@@ -178,18 +197,20 @@ impl ZarrCache {
     }
 
     /// Whether a cached entry for `key` still describes the stored value.
-    async fn still_valid(&self, array: &Array, key: &StoreKey, entry: &Entry) -> Result<bool> {
+    async fn still_valid(
+        &self,
+        store: &Store,
+        key: &StoreKey,
+        entry: &Entry,
+    ) -> std::result::Result<bool, StoreError> {
         let checked = *entry.checked.lock().unwrap_or_else(|p| p.into_inner());
         if !self.due(checked) {
             return Ok(true);
         }
         self.counters.revalidations.fetch_add(1, Ordering::Relaxed);
         let valid = match (&entry.value, &entry.e_tag) {
-            (Value::Missing, _) => array.store().head(key).await?.is_none(),
-            (_, Some(e_tag)) => matches!(
-                array.store().changed_since(key, e_tag).await?,
-                Change::Unchanged
-            ),
+            (Value::Missing, _) => store.head(key).await?.is_none(),
+            (_, Some(e_tag)) => matches!(store.changed_since(key, e_tag).await?, Change::Unchanged),
             (_, None) => false,
         };
         if valid {
@@ -205,7 +226,7 @@ impl ZarrCache {
         &self,
         array: &Array,
         key: &StoreKey,
-        inner: Option<usize>,
+        part: Part,
         load: impl Fn() -> F,
     ) -> Result<Arc<Entry>>
     where
@@ -215,7 +236,7 @@ impl ZarrCache {
             let cache_key = (
                 key.as_str().to_string(),
                 self.generation(key.as_str()),
-                inner,
+                part,
             );
             let loaded = std::sync::atomic::AtomicBool::new(false);
             let entry = self
@@ -231,12 +252,59 @@ impl ZarrCache {
                 return Ok(entry);
             }
             // Inner chunks are validated through their shard's index.
-            if inner.is_some() || self.still_valid(array, key, &entry).await? {
+            let inner = matches!(part, Part::Inner(_));
+            if inner || self.still_valid(array.store(), key, &entry).await? {
                 self.counters.hits.fetch_add(1, Ordering::Relaxed);
                 return Ok(entry);
             }
         }
         load().await
+    }
+
+    /// The generation a read of `key` starts at; pass it to
+    /// [`ZarrCache::keep_stored`] so that a value read before a write
+    /// invalidated the key is never found afterwards.
+    pub fn read_generation(&self, key: &StoreKey) -> u64 {
+        self.generation(key.as_str())
+    }
+
+    /// A small stored value and its metadata when cached and still valid by
+    /// the recheck policy; `None` when it has to be read from the store.
+    pub async fn stored(
+        &self,
+        store: &Store,
+        key: &StoreKey,
+    ) -> std::result::Result<Option<(Bytes, KeyMeta)>, StoreError> {
+        let cache_key = (
+            key.as_str().to_string(),
+            self.generation(key.as_str()),
+            Part::Stored,
+        );
+        let Some(entry) = self.chunks.get(&cache_key).await else {
+            return Ok(None);
+        };
+        let Value::Stored(bytes, meta) = &entry.value else {
+            return Ok(None);
+        };
+        if !self.still_valid(store, key, &entry).await? {
+            return Ok(None);
+        }
+        self.counters.hits.fetch_add(1, Ordering::Relaxed);
+        Ok(Some((bytes.clone(), meta.clone())))
+    }
+
+    /// Keep a stored value that was just read whole (values over
+    /// [`STORED_MAX`] are not kept), under the generation its read began at.
+    pub async fn keep_stored(&self, key: &StoreKey, generation: u64, bytes: Bytes, meta: KeyMeta) {
+        if bytes.len() as u64 > STORED_MAX || self.capacity == 0 {
+            return;
+        }
+        self.counters.misses.fetch_add(1, Ordering::Relaxed);
+        let e_tag = meta.version.e_tag.clone();
+        let entry = Entry::new(Value::Stored(bytes, meta), e_tag);
+        self.chunks
+            .insert((key.as_str().to_string(), generation, Part::Stored), entry)
+            .await;
     }
 
     /// Node metadata at `path`, cached as the recheck policy allows.
@@ -274,7 +342,7 @@ impl ChunkSource for CachedSource {
     async fn chunk(&self, array: &Array, key: &StoreKey) -> Result<Option<Arc<ArrayBytes>>> {
         let entry = self
             .0
-            .get_or_load(array, key, None, || async {
+            .get_or_load(array, key, Part::Decoded, || async {
                 Ok(match array.store().get_versioned(key).await? {
                     Some(v) => Entry::new(
                         Value::Chunk(decode_chunk(array, key, v.bytes).await?),
@@ -293,7 +361,7 @@ impl ChunkSource for CachedSource {
     async fn shard_index(&self, array: &Array, key: &StoreKey) -> Result<Option<Arc<ShardIndex>>> {
         let entry = self
             .0
-            .get_or_load(array, key, None, || async {
+            .get_or_load(array, key, Part::Decoded, || async {
                 // Size and ETag first: the index is then read by a bounded
                 // range (some stores refuse suffix ranges), and a rewrite
                 // between the two makes the entry look stale, not current.
@@ -332,7 +400,7 @@ impl ChunkSource for CachedSource {
             match self
                 .0
                 .chunks
-                .get(&(key.as_str().to_string(), gen, Some(*i)))
+                .get(&(key.as_str().to_string(), gen, Part::Inner(*i)))
                 .await
             {
                 Some(entry) => {
@@ -359,7 +427,7 @@ impl ChunkSource for CachedSource {
                 self.0
                     .chunks
                     .insert(
-                        (key.as_str().to_string(), gen, Some(i)),
+                        (key.as_str().to_string(), gen, Part::Inner(i)),
                         Entry::new(Value::Chunk(chunk.clone()), None),
                     )
                     .await;

@@ -552,6 +552,79 @@ async fn cache_hits_and_revalidates_external_writes() {
     );
 }
 
+#[tokio::test]
+async fn small_values_come_from_the_cache_until_a_write_or_a_recheck() {
+    let key = |k: &str| StoreKey::new(k).unwrap();
+    let store = Store::memory();
+    let config = |recheck| Config {
+        recheck_cached: recheck,
+        allow_anonymous_writes: true,
+        ..Config::default()
+    };
+    let app = app_with(store.clone(), config(Recheck::Never)).await;
+    store
+        .put(&key("blob"), Bytes::from_static(b"one"))
+        .await
+        .unwrap();
+    let big = vec![7u8; (zarrd::cache::STORED_MAX + 1) as usize];
+    store
+        .put(&key("big"), Bytes::from(big.clone()))
+        .await
+        .unwrap();
+    let (status, h, body) = get(&app, "/zarr/blob", &[]).await;
+    assert_eq!((status, &body[..]), (StatusCode::OK, &b"one"[..]));
+    let etag = hdr(&h, "etag").to_string();
+    assert_eq!(get(&app, "/zarr/big", &[]).await.2.len(), big.len());
+
+    // Changed behind the server's back: with `never`, the cached value stays.
+    store
+        .put(&key("blob"), Bytes::from_static(b"two"))
+        .await
+        .unwrap();
+    store
+        .put(&key("big"), Bytes::from_static(b"small now"))
+        .await
+        .unwrap();
+    assert_eq!(&get(&app, "/zarr/blob", &[]).await.2[..], b"one");
+    let (status, _, _) = get(&app, "/zarr/blob", &[("if-none-match", &etag)]).await;
+    assert_eq!(
+        status,
+        StatusCode::NOT_MODIFIED,
+        "validators hold for cached values"
+    );
+    assert_eq!(
+        &get(&app, "/zarr/big", &[]).await.2[..],
+        b"small now",
+        "values over the limit are never held"
+    );
+    // Ranges are read from the store.
+    let (status, _, body) = get(&app, "/zarr/blob", &[("range", "bytes=0-1")]).await;
+    assert_eq!(
+        (status, &body[..]),
+        (StatusCode::PARTIAL_CONTENT, &b"tw"[..])
+    );
+
+    // A write through the server invalidates at once.
+    let put = Request::builder()
+        .method(Method::PUT)
+        .uri("/zarr/blob")
+        .body(Body::from("three"))
+        .unwrap();
+    assert!(send(&app, put).await.status().is_success());
+    assert_eq!(&get(&app, "/zarr/blob", &[]).await.2[..], b"three");
+    let stats: Value = serde_json::from_slice(&get(&app, "/api/v1/stats", &[]).await.2).unwrap();
+    assert!(stats["cache"]["hits"].as_u64().unwrap() >= 2, "{stats}");
+
+    // With `always`, every hit is revalidated by ETag.
+    let app = app_with(store.clone(), config(Recheck::Always)).await;
+    assert_eq!(&get(&app, "/zarr/blob", &[]).await.2[..], b"three");
+    store
+        .put(&key("blob"), Bytes::from_static(b"four"))
+        .await
+        .unwrap();
+    assert_eq!(&get(&app, "/zarr/blob", &[]).await.2[..], b"four");
+}
+
 #[test]
 fn openapi_documents_exactly_the_routes() {
     let doc: serde_yaml::Value = serde_yaml::from_str(include_str!("../openapi.yaml")).unwrap();

@@ -10,11 +10,12 @@ use super::extract::ApiPath;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 
 use super::error::{ApiError, ApiResult};
 use super::range::{self, ByteRange};
 use super::{AppState, NoCompression};
+use crate::cache::STORED_MAX;
 use crate::store::chrono_like::Timestamp;
 use crate::store::{GetRequest, KeyMeta, StoreError, StoreKey, StoreRange};
 use crate::zarr::metadata::DOCUMENT_NAMES;
@@ -227,25 +228,64 @@ pub async fn get_key(
         _ => None,
     };
     let ranged = range.is_some();
+    // Whole small values come from the cache when it holds them.
+    if !ranged {
+        let cached = state.cache.stored(&state.store, &key).await;
+        if let Some((bytes, meta)) = cached.map_err(|e| store_error(e, &key))? {
+            let span = 0..meta.size;
+            return finish(&key, &headers, &meta, span, false, Body::from(bytes));
+        }
+    }
+    let generation = state.cache.read_generation(&key);
     let got = match state.store.get_with(&key, GetRequest { range }).await {
         Ok(got) => got,
         Err(StoreError::RangeNotSatisfiable { size, .. }) => return Ok(unsatisfiable(size)),
         Err(e) => return Err(store_error(e, &key)),
     };
-    // Preconditions are checked against the metadata of the read itself; the
-    // body stream is dropped unread when they fail.
-    match evaluate(&headers, &got.meta) {
-        Verdict::Proceed => {}
-        Verdict::NotModified => return Ok(not_modified(&key, &got.meta)),
-        Verdict::PreconditionFailed => return Err(precondition_failed(&key)),
-    }
     if ranged && got.range.is_empty() {
         return Ok(unsatisfiable(got.meta.size));
     }
-    let length = got.range.end - got.range.start;
+    let (meta, span) = (got.meta, got.range);
+    if !ranged
+        && meta.size <= STORED_MAX
+        && !matches!(evaluate(&headers, &meta), Verdict::PreconditionFailed)
+    {
+        // Small enough to hold: read it whole and keep it for the next GET.
+        let bytes: Vec<Bytes> = got
+            .body
+            .try_collect()
+            .await
+            .map_err(|e| store_error(e, &key))?;
+        let bytes = Bytes::from(bytes.concat());
+        state
+            .cache
+            .keep_stored(&key, generation, bytes.clone(), meta.clone())
+            .await;
+        return finish(&key, &headers, &meta, span, false, Body::from(bytes));
+    }
     let body = Body::from_stream(got.body.map(|r| r.map_err(std::io::Error::other)));
+    finish(&key, &headers, &meta, span, ranged, body)
+}
+
+/// The response to a GET of a value (or a range of it) whose metadata was
+/// read with it. Preconditions are checked against that metadata; a body
+/// stream is dropped unread when they fail.
+fn finish(
+    key: &StoreKey,
+    headers: &HeaderMap,
+    meta: &KeyMeta,
+    span: std::ops::Range<u64>,
+    ranged: bool,
+    body: Body,
+) -> ApiResult<Response> {
+    match evaluate(headers, meta) {
+        Verdict::Proceed => {}
+        Verdict::NotModified => return Ok(not_modified(key, meta)),
+        Verdict::PreconditionFailed => return Err(precondition_failed(key)),
+    }
+    let length = span.end - span.start;
     let mut response = Response::new(body);
-    value_headers(&mut response, &key, &got.meta);
+    value_headers(&mut response, key, meta);
     response
         .headers_mut()
         .insert(header::CONTENT_LENGTH, HeaderValue::from(length));
@@ -256,12 +296,7 @@ pub async fn get_key(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/octet-stream"),
         );
-        let range = format!(
-            "bytes {}-{}/{}",
-            got.range.start,
-            got.range.end - 1,
-            got.meta.size
-        );
+        let range = format!("bytes {}-{}/{}", span.start, span.end - 1, meta.size);
         if let Ok(v) = HeaderValue::from_str(&range) {
             response.headers_mut().insert(header::CONTENT_RANGE, v);
         }

@@ -38,7 +38,12 @@ def as_comparable(arr, kind):
 
 
 import re
+import socket
 import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
 
 import pytest
 
@@ -75,10 +80,81 @@ def corpus():
     return load_manifest("ZARRD_CORPUS")
 
 
+MOTO = """
+import sys
+from werkzeug.serving import run_simple
+from moto.server import DomainDispatcherApplication, create_backend_app
+app = DomainDispatcherApplication(create_backend_app)
+run_simple("127.0.0.1", int(sys.argv[1]), app, threaded=False, use_reloader=False)
+"""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_moto(port=None):
+    """moto's S3 server on loopback, single-threaded (so its conditional PUTs
+    are atomic); returns (endpoint, process)."""
+    port = port or free_port()
+    proc = subprocess.Popen([sys.executable, "-c", MOTO, str(port)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    endpoint = f"http://127.0.0.1:{port}"
+    for _ in range(200):
+        try:
+            urllib.request.urlopen(endpoint, timeout=1)
+            break
+        except urllib.error.HTTPError:
+            break
+        except OSError:
+            time.sleep(0.1)
+    return endpoint, proc
+
+
+def s3_env(endpoint):
+    """What object_store's S3 backend reads to reach `endpoint`."""
+    return {"AWS_ENDPOINT": endpoint, "AWS_ALLOW_HTTP": "true", "AWS_ACCESS_KEY_ID": "test",
+            "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1", "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "false"}
+
+
+def create_bucket(endpoint, bucket):
+    req = urllib.request.Request(f"{endpoint}/{bucket}", method="PUT")
+    urllib.request.urlopen(req, timeout=10)
+
+
 @pytest.fixture(scope="session")
-def corpus_server(corpus):
+def s3():
+    """One S3 server for the session; returns the environment zarrd needs."""
+    endpoint, proc = start_moto()
+    yield {**s3_env(endpoint), "endpoint": endpoint}
+    stop(proc)
+
+
+def upload_tree(endpoint, bucket, root):
+    import boto3
+
+    client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
+                          region_name="us-east-1")
+    for dirpath, _, files in os.walk(root):
+        for f in files:
+            path = os.path.join(dirpath, f)
+            client.upload_file(path, bucket, os.path.relpath(path, root).replace(os.sep, "/"))
+
+
+@pytest.fixture(scope="session", params=["dir", "s3"])
+def corpus_server(request, corpus):
+    """zarrd serving the fixture corpus from a directory, and from S3 (the
+    same files uploaded to a bucket), so every client test runs on both."""
     root, _ = corpus
-    url, proc = start_zarrd(root)
+    if request.param == "dir":
+        url, proc = start_zarrd(root)
+    else:
+        s3 = request.getfixturevalue("s3")
+        create_bucket(s3["endpoint"], "corpus")
+        upload_tree(s3["endpoint"], "corpus", root)
+        url, proc = start_zarrd("s3://corpus", env=s3)
     yield url
     stop(proc)
 

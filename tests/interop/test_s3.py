@@ -5,10 +5,6 @@ with overlapping concurrent writers and appenders, where compare-and-swap
 is what keeps every acknowledged write."""
 
 import json
-import os
-import socket
-import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -17,43 +13,12 @@ import urllib.request
 import numpy as np
 import pytest
 
-from conftest import start_zarrd, stop
-
-MOTO = """
-import sys
-from werkzeug.serving import run_simple
-from moto.server import DomainDispatcherApplication, create_backend_app
-app = DomainDispatcherApplication(create_backend_app)
-run_simple("127.0.0.1", int(sys.argv[1]), app, threaded=False, use_reloader=False)
-"""
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
+from conftest import create_bucket, s3_env, start_moto, start_zarrd, stop
 
 @pytest.fixture(scope="module")
-def s3():
-    port = free_port()
-    proc = subprocess.Popen([sys.executable, "-c", MOTO, str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    endpoint = f"http://127.0.0.1:{port}"
-    for _ in range(100):
-        try:
-            urllib.request.urlopen(endpoint, timeout=1)
-            break
-        except urllib.error.HTTPError:
-            break
-        except OSError:
-            time.sleep(0.1)
-    req = urllib.request.Request(f"{endpoint}/zarrd-test", method="PUT")
-    urllib.request.urlopen(req, timeout=10)
-    env = {"AWS_ENDPOINT": endpoint, "AWS_ALLOW_HTTP": "true", "AWS_ACCESS_KEY_ID": "test",
-           "AWS_SECRET_ACCESS_KEY": "test", "AWS_REGION": "us-east-1", "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "false"}
-    yield env
-    proc.terminate()
-    proc.wait(timeout=10)
+def bucket(s3):
+    create_bucket(s3["endpoint"], "zarrd-test")
+    return s3
 
 
 def call(method, url, body=None, headers=None):
@@ -70,8 +35,8 @@ def put_json(url, doc, method="PUT"):
 
 
 @pytest.fixture(scope="module")
-def servers(s3):
-    started = [start_zarrd("s3://zarrd-test/root", "--allow-anonymous-writes", env=s3) for _ in range(2)]
+def servers(bucket):
+    started = [start_zarrd("s3://zarrd-test/root", "--allow-anonymous-writes", env=bucket) for _ in range(2)]
     yield [url for url, _ in started]
     for _, proc in started:
         stop(proc)
@@ -163,3 +128,33 @@ def test_concurrent_appends_on_s3(servers):
     assert rows.shape[0] == 6 * 4 * 2
     values, counts = np.unique(rows[:, 0], return_counts=True)
     assert len(values) == 24 and (counts == 2).all()
+
+
+def test_store_outage_fails_readiness_and_requests_then_recovers():
+    """With the store down, /readyz is 503 and reads are 5xx with a JSON error
+    (after the backend's retries); when it is back, both recover by themselves."""
+    endpoint, moto = start_moto()
+    port = int(endpoint.rsplit(":", 1)[1])
+    create_bucket(endpoint, "outage")
+    url, proc = start_zarrd("s3://outage", "--allow-anonymous-writes", env=s3_env(endpoint))
+    try:
+        assert call("PUT", f"{url}/zarr/a/zarr.json", b'{"zarr_format": 3, "node_type": "group"}')[0] in (200, 201, 204)
+        assert call("GET", f"{url}/readyz")[0] == 200
+        stop(moto)
+        status, headers, body = call("GET", f"{url}/readyz")
+        assert status == 503, body
+        assert json.loads(body)["error"]["code"] == "store_unavailable"
+        status, headers, body = call("GET", f"{url}/zarr/a/zarr.json")
+        assert status in (502, 503, 504), (status, body)
+        assert headers["Content-Type"].startswith("application/json")
+        assert "error" in json.loads(body)
+        moto = start_moto(port)[1]
+        deadline = time.monotonic() + 30
+        while call("GET", f"{url}/readyz")[0] != 200:
+            assert time.monotonic() < deadline, "readiness did not recover"
+            time.sleep(0.5)
+        # The restarted server is empty; the store answers again, with a 404 for the missing key.
+        assert call("GET", f"{url}/zarr/a/zarr.json")[0] == 404
+    finally:
+        stop(proc)
+        stop(moto)
