@@ -395,7 +395,7 @@ def section_writes(ctx):
     import tempfile
     rows = []
     with tempfile.TemporaryDirectory(dir=OUT) as tmp:
-        with Zarrd(tmp, "--allow-anonymous-writes") as z:
+        with Zarrd(tmp, "--cache-size", ctx.args.cache_size, "--allow-anonymous-writes") as z:
             for aligned in (True, False):
                 for writers in (1, 4, 16):
                     per_writer = write_regions(aligned, writers)

@@ -70,6 +70,24 @@ def slicing_table(sec):
     return lines
 
 
+UNITS = {"KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "KB": 10**3, "MB": 10**6, "GB": 10**9}
+
+
+def size_bytes(text):
+    for unit, factor in UNITS.items():
+        if text.endswith(unit):
+            return int(float(text[: -len(unit)]) * factor)
+    return int(text)
+
+
+def rss_bound_line(results, peak):
+    """zarrd's peak RSS against cache + 2 x the largest response + 100 MiB."""
+    largest = results["size"] ** 2 * 4
+    bound = size_bytes(results["cache_size"]) + 2 * largest + 100 * 2**20
+    return (f"zarrd peak RSS in this section: {mib(peak)}; bound (cache + 2 x largest response + 100 MiB) "
+            f"{mib(bound)}: " + ("met." if peak <= bound else "**missed**."))
+
+
 def rss_line(sec):
     return ["Peak RSS: " + ", ".join(f"{n} {mib(v)}" for n, v in sec["peak_rss"].items()), ""]
 
@@ -145,7 +163,10 @@ def write(results, path):
         if isinstance(sec.get("peak_rss"), dict):
             lines += rss_line(sec)
         if "zarrd_peak_rss" in sec:
-            lines += [f"zarrd peak RSS in this section: {mib(sec['zarrd_peak_rss'])}.", ""]
+            lines += [rss_bound_line(results, sec["zarrd_peak_rss"]), ""]
+        elif isinstance(sec.get("peak_rss"), dict):
+            zarrd_peaks = [v for n, v in sec["peak_rss"].items() if n.startswith("zarrd")]
+            lines += [rss_bound_line(results, max(zarrd_peaks)), ""]
     notes = os.path.join(HERE, "profile.md")
     if os.path.exists(notes):
         with open(notes) as f:

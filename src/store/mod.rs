@@ -409,6 +409,19 @@ impl Store {
                 Ok(Some((bytes, meta)))
             }
             Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(object_store::Error::NotSupported { .. }) => {
+                // Azure has no suffix ranges: the size first, then a bounded range.
+                let Some(meta) = self.head(key).await? else {
+                    return Ok(None);
+                };
+                let start = meta.size.saturating_sub(n);
+                let bytes = if start < meta.size {
+                    self.get_range(key, start..meta.size).await?
+                } else {
+                    Bytes::new()
+                };
+                Ok(Some((bytes, meta)))
+            }
             Err(e) => Err(StoreError::from_backend(key, e)),
         }
     }
@@ -467,7 +480,13 @@ impl Store {
             range,
             ..Default::default()
         };
-        match self.inner.get_opts(&path_of(key), options).await {
+        let result = self.inner.get_opts(&path_of(key), options).await;
+        if let (Err(object_store::Error::NotSupported { .. }), Some(StoreRange::Suffix(n))) =
+            (&result, &request.range)
+        {
+            return Box::pin(self.get_suffix_as_bounded(key, *n)).await;
+        }
+        match result {
             Ok(result) => {
                 let meta = key_meta(&result.meta);
                 let range = result.range.clone();
@@ -509,6 +528,28 @@ impl Store {
                 Err(StoreError::from_backend(key, e))
             }
         }
+    }
+
+    /// A suffix range for stores that cannot read one (Azure): the size by a
+    /// HEAD, then the equivalent bounded range.
+    async fn get_suffix_as_bounded(
+        &self,
+        key: &StoreKey,
+        n: u64,
+    ) -> Result<GetResponse, StoreError> {
+        let meta = self.head(key).await?.ok_or_else(|| StoreError::NotFound {
+            key: key.to_string(),
+        })?;
+        if meta.size == 0 {
+            let body = futures::stream::empty().boxed();
+            return Ok(GetResponse {
+                meta,
+                range: 0..0,
+                body,
+            });
+        }
+        let range = StoreRange::Bounded(meta.size.saturating_sub(n)..meta.size);
+        self.get_with(key, GetRequest { range: Some(range) }).await
     }
 
     /// Ask the store whether `key` still has ETag `e_tag`, without reading it

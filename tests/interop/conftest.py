@@ -132,6 +132,43 @@ def s3():
     stop(proc)
 
 
+AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
+
+
+def start_azurite(location):
+    """Azurite's blob service (npm, installed by scripts/test; its path in
+    ZARRD_AZURITE) on loopback, keeping its data in `location`; returns
+    (endpoint, process)."""
+    binary = os.environ.get("ZARRD_AZURITE")
+    if not binary:
+        pytest.skip("ZARRD_AZURITE is not set; scripts/test installs Azurite and sets it")
+    port = free_port()
+    proc = subprocess.Popen([binary, "--blobHost", "127.0.0.1", "--blobPort", str(port), "--location", location,
+                             "--skipApiVersionCheck", "--silent"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    endpoint = f"http://127.0.0.1:{port}"
+    for _ in range(200):
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                break
+        except OSError:
+            time.sleep(0.1)
+    return endpoint, proc
+
+
+def azure_env(endpoint):
+    """What object_store's Azure backend reads to use Azurite at `endpoint`."""
+    return {"AZURE_STORAGE_USE_EMULATOR": "true", "AZURITE_BLOB_STORAGE_URL": endpoint}
+
+
+def create_container(endpoint, name):
+    from azure.storage.blob import BlobServiceClient
+
+    conn = (f"DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey={AZURITE_KEY};"
+            f"BlobEndpoint={endpoint}/devstoreaccount1;")
+    BlobServiceClient.from_connection_string(conn).create_container(name)
+
+
 def upload_tree(endpoint, bucket, root):
     import boto3
 
@@ -143,20 +180,42 @@ def upload_tree(endpoint, bucket, root):
             client.upload_file(path, bucket, os.path.relpath(path, root).replace(os.sep, "/"))
 
 
-@pytest.fixture(scope="session", params=["dir", "s3"])
-def corpus_server(request, corpus):
-    """zarrd serving the fixture corpus from a directory, and from S3 (the
-    same files uploaded to a bucket), so every client test runs on both."""
+def upload_tree_azure(endpoint, container, root):
+    from azure.storage.blob import BlobServiceClient
+
+    conn = (f"DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey={AZURITE_KEY};"
+            f"BlobEndpoint={endpoint}/devstoreaccount1;")
+    client = BlobServiceClient.from_connection_string(conn).get_container_client(container)
+    for dirpath, _, files in os.walk(root):
+        for f in files:
+            path = os.path.join(dirpath, f)
+            with open(path, "rb") as data:
+                client.upload_blob(os.path.relpath(path, root).replace(os.sep, "/"), data)
+
+
+@pytest.fixture(scope="session", params=["dir", "s3", "azure"])
+def corpus_server(request, corpus, tmp_path_factory):
+    """zarrd serving the fixture corpus from a directory, from S3 and from
+    Azure Blob Storage (the same files uploaded), so every client test runs
+    on all three."""
     root, _ = corpus
+    emulator = None
     if request.param == "dir":
         url, proc = start_zarrd(root)
-    else:
+    elif request.param == "s3":
         s3 = request.getfixturevalue("s3")
         create_bucket(s3["endpoint"], "corpus")
         upload_tree(s3["endpoint"], "corpus", root)
         url, proc = start_zarrd("s3://corpus", env=s3)
+    else:
+        endpoint, emulator = start_azurite(str(tmp_path_factory.mktemp("azurite-corpus")))
+        create_container(endpoint, "corpus")
+        upload_tree_azure(endpoint, "corpus", root)
+        url, proc = start_zarrd("az://corpus", env=azure_env(endpoint))
     yield url
     stop(proc)
+    if emulator:
+        stop(emulator)
 
 
 def expected_array(root, entry):
