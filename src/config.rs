@@ -129,6 +129,9 @@ pub struct ServeArgs {
     /// Largest request body, e.g. 256MiB [default: 256MiB]
     #[arg(long, env = "ZARRD_MAX_BODY_SIZE", value_parser = parse_size)]
     pub max_body_size: Option<u64>,
+    /// Largest request line and headers together, e.g. 64KiB [default: 64KiB]
+    #[arg(long, env = "ZARRD_MAX_HEADER_BYTES", value_parser = parse_size)]
+    pub max_header_bytes: Option<u64>,
     /// TOML file of bearer tokens ([[tokens]] with token or token_sha256, scopes, prefixes)
     #[arg(long, env = "ZARRD_TOKENS_FILE")]
     pub tokens_file: Option<PathBuf>,
@@ -164,6 +167,7 @@ struct FileConfig {
     read_only: Option<bool>,
     allow_anonymous_writes: Option<bool>,
     max_body_size: Option<SizeValue>,
+    max_header_bytes: Option<SizeValue>,
     allow_anonymous_reads: Option<bool>,
     tokens_file: Option<PathBuf>,
     max_concurrency: Option<usize>,
@@ -288,6 +292,8 @@ pub struct Config {
     pub read_only: bool,
     pub allow_anonymous_writes: bool,
     pub max_body_size: u64,
+    /// Largest request target plus headers (431 beyond it).
+    pub max_header_bytes: u64,
     /// `None`: open when no tokens are configured, closed otherwise.
     pub allow_anonymous_reads: Option<bool>,
     /// Tokens from the config file and the tokens file, checked at start-up.
@@ -314,6 +320,7 @@ impl Default for Config {
             read_only: false,
             allow_anonymous_writes: false,
             max_body_size: 256 << 20,
+            max_header_bytes: 64 << 10,
             allow_anonymous_reads: None,
             tokens: Vec::new(),
             max_concurrency: 1024,
@@ -409,6 +416,12 @@ impl Config {
                 &file.max_body_size,
                 "max_body_size",
                 d.max_body_size,
+            )?,
+            max_header_bytes: size(
+                args.max_header_bytes,
+                &file.max_header_bytes,
+                "max_header_bytes",
+                d.max_header_bytes,
             )?,
             allow_anonymous_reads: if args.allow_anonymous_reads {
                 Some(true)

@@ -625,6 +625,46 @@ async fn small_values_come_from_the_cache_until_a_write_or_a_recheck() {
     assert_eq!(&get(&app, "/zarr/blob", &[]).await.2[..], b"four");
 }
 
+#[tokio::test]
+async fn oversized_headers_are_refused_with_431() {
+    let (store, _) = fixture().await;
+    let app = app_with(
+        store,
+        Config {
+            max_header_bytes: 2048,
+            ..Config::default()
+        },
+    )
+    .await;
+    let (status, _, _) = get(
+        &app,
+        "/zarr/g/a/zarr.json",
+        &[("x-note", &"a".repeat(1000))],
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, h, body) = get(
+        &app,
+        "/zarr/g/a/zarr.json",
+        &[("x-note", &"a".repeat(3000))],
+    )
+    .await;
+    assert_eq!(status, StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE);
+    assert_eq!(hdr(&h, "content-type"), "application/json");
+    let error: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(error["error"]["code"], "headers_too_large");
+    assert!(
+        error["error"]["message"].as_str().unwrap().contains("2048"),
+        "{error}"
+    );
+    // A long query string counts too.
+    let long = format!("/api/v1/data/g/a?select=0,0&pad={}", "b".repeat(3000));
+    assert_eq!(
+        get(&app, &long, &[]).await.0,
+        StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE
+    );
+}
+
 #[test]
 fn openapi_documents_exactly_the_routes() {
     let doc: serde_yaml::Value = serde_yaml::from_str(include_str!("../openapi.yaml")).unwrap();

@@ -175,9 +175,8 @@ const OPENAPI: &str = include_str!("../../openapi.yaml");
 
 async fn metrics(State(state): State<AppState>) -> Response {
     use crate::metrics::{read, CHUNKS_DECODED, CHUNKS_ENCODED, LOAD_SHED, STORE_ERRORS};
-    use std::sync::atomic::Ordering::Relaxed;
     let c = state.cache.stats();
-    let u = &state.store.updater().stats;
+    let u = state.store.update_totals();
     let extra = [
         (
             "zarrd_cache_hits_total",
@@ -237,25 +236,25 @@ async fn metrics(State(state): State<AppState>) -> Response {
             "zarrd_lock_waits_total",
             "Chunk lock acquisitions that had to wait.",
             "counter",
-            u.lock_waits.load(Relaxed) as f64,
+            u.lock_waits as f64,
         ),
         (
             "zarrd_lock_wait_seconds_total",
             "Time spent waiting for chunk locks.",
             "counter",
-            u.lock_wait_micros.load(Relaxed) as f64 / 1e6,
+            u.lock_wait_micros as f64 / 1e6,
         ),
         (
             "zarrd_cas_retries_total",
             "Compare-and-swap retries after a conflict.",
             "counter",
-            u.cas_retries.load(Relaxed) as f64,
+            u.cas_retries as f64,
         ),
         (
             "zarrd_cas_conflicts_total",
             "Writes that gave up after repeated conflicts.",
             "counter",
-            u.cas_conflicts.load(Relaxed) as f64,
+            u.cas_conflicts as f64,
         ),
         (
             "zarrd_store_errors_total",
@@ -399,6 +398,10 @@ pub fn router(state: AppState) -> Router {
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             limits::shed,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            limits::headers,
         ))
         .with_state(state.clone())
         .layer(CompressionLayer::new().compress_when(compressible))

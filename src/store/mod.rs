@@ -202,6 +202,15 @@ impl Store {
         &self.updater
     }
 
+    /// Lock and compare-and-swap counters of this store and every mount.
+    pub fn update_totals(&self) -> update::UpdateTotals {
+        self.mounts
+            .iter()
+            .fold(self.updater.stats.snapshot(), |sum, (_, m)| {
+                sum + m.update_totals()
+            })
+    }
+
     /// An empty in-memory store.
     pub fn memory() -> Self {
         Store::new(

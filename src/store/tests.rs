@@ -324,6 +324,13 @@ async fn mounts_route_keys_by_their_first_segment() {
         store.list_dir(&k("archive/old")).await.unwrap().keys,
         vec!["x".to_string()]
     );
+    // Lock and CAS counters of the mounts add up to the server's totals.
+    use std::sync::atomic::Ordering::Relaxed;
+    era5.updater().stats.cas_retries.fetch_add(3, Relaxed);
+    root.updater().stats.cas_retries.fetch_add(1, Relaxed);
+    era5.updater().stats.lock_waits.fetch_add(2, Relaxed);
+    let totals = store.update_totals();
+    assert_eq!((totals.cas_retries, totals.lock_waits), (4, 2));
     let outcome = store
         .update(
             &k("era5/counter"),

@@ -96,6 +96,40 @@ pub struct UpdateStats {
     pub cas_conflicts: AtomicU64,
 }
 
+/// A snapshot of [`UpdateStats`], which adds up across stores.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UpdateTotals {
+    pub lock_waits: u64,
+    pub lock_wait_micros: u64,
+    pub cas_retries: u64,
+    pub cas_conflicts: u64,
+}
+
+impl UpdateStats {
+    pub fn snapshot(&self) -> UpdateTotals {
+        use std::sync::atomic::Ordering::Relaxed;
+        UpdateTotals {
+            lock_waits: self.lock_waits.load(Relaxed),
+            lock_wait_micros: self.lock_wait_micros.load(Relaxed),
+            cas_retries: self.cas_retries.load(Relaxed),
+            cas_conflicts: self.cas_conflicts.load(Relaxed),
+        }
+    }
+}
+
+impl std::ops::Add for UpdateTotals {
+    type Output = UpdateTotals;
+
+    fn add(self, o: UpdateTotals) -> UpdateTotals {
+        UpdateTotals {
+            lock_waits: self.lock_waits + o.lock_waits,
+            lock_wait_micros: self.lock_wait_micros + o.lock_wait_micros,
+            cas_retries: self.cas_retries + o.cas_retries,
+            cas_conflicts: self.cas_conflicts + o.cas_conflicts,
+        }
+    }
+}
+
 /// Coordinates read-modify-writes of keys in one store.
 #[derive(Debug)]
 pub struct Updater {
