@@ -420,10 +420,11 @@ def main():
     parser.add_argument("--seconds", type=float, default=3.0, help="length of each wrk run")
     parser.add_argument("--cache-size", default="1GiB", help="zarrd's --cache-size")
     parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections")
+    parser.add_argument("--results", default=HERE, help="directory for results.json and results.md")
     args = parser.parse_args()
     os.makedirs(OUT, exist_ok=True)
     ctx = Context(args)
-    path = os.path.join(HERE, "results.json")
+    path = os.path.join(args.results, "results.json")
     results = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
                "size": args.size, "reps": args.reps, "cache_size": args.cache_size,
                "started": time.strftime("%Y-%m-%d %H:%M:%S"), "sections": {}}
@@ -434,7 +435,7 @@ def main():
         results["sections"][name] = SECTIONS[name](ctx)
         with open(path, "w") as f:
             json.dump(results, f, indent=1)
-    report.write(results, os.path.join(HERE, "results.md"))
+    report.write(results, os.path.join(args.results, "results.md"))
 
 
 if __name__ == "__main__":

@@ -16,8 +16,9 @@ import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(HERE)
-OUT = os.path.join(HERE, "out")
-VENVS = os.path.join(OUT, "venvs")
+# Working files (corpus, logs, peers' venvs and data); ZARRD_BENCH_OUT moves them.
+OUT = os.environ.get("ZARRD_BENCH_OUT") or os.path.join(HERE, "out")
+VENVS = os.path.join(HERE, "out", "venvs")
 
 
 def free_port():
@@ -131,7 +132,8 @@ class Zarrd(Server):
         self.root, self.args = root, args
 
     def start(self):
-        binary = os.path.join(REPO, "target", "release", "zarrd")
+        # The release build unless ZARRD_BIN names another (the harness's own test uses the debug build).
+        binary = os.environ.get("ZARRD_BIN") or os.path.join(REPO, "target", "release", "zarrd")
         # Access logs off, as for nginx below: both log warnings and errors only.
         self.proc = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:0", self.root, *self.args],
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
