@@ -232,8 +232,10 @@ pub async fn get_key(
     if !ranged {
         let cached = state.cache.stored(&state.store, &key).await;
         if let Some((bytes, meta)) = cached.map_err(|e| store_error(e, &key))? {
-            let span = 0..meta.size;
-            return finish(&key, &headers, &meta, span, false, Body::from(bytes));
+            if let Some(answer) = preconditions(&key, &headers, &meta) {
+                return answer;
+            }
+            return Ok(finish(&key, &meta, 0..meta.size, false, Body::from(bytes)));
         }
     }
     let generation = state.cache.read_generation(&key);
@@ -242,14 +244,17 @@ pub async fn get_key(
         Err(StoreError::RangeNotSatisfiable { size, .. }) => return Ok(unsatisfiable(size)),
         Err(e) => return Err(store_error(e, &key)),
     };
-    if ranged && got.range.is_empty() {
-        return Ok(unsatisfiable(got.meta.size));
-    }
     let (meta, span) = (got.meta, got.range);
-    if !ranged
-        && meta.size <= STORED_MAX
-        && !matches!(evaluate(&headers, &meta), Verdict::PreconditionFailed)
-    {
+    // Preconditions are checked against the metadata of the read itself
+    // (before the range, as RFC 9110 orders them); the body stream is
+    // dropped unread when they fail.
+    if let Some(answer) = preconditions(&key, &headers, &meta) {
+        return answer;
+    }
+    if ranged && span.is_empty() {
+        return Ok(unsatisfiable(meta.size));
+    }
+    if !ranged && meta.size <= STORED_MAX {
         // Small enough to hold: read it whole and keep it for the next GET.
         let bytes: Vec<Bytes> = got
             .body
@@ -261,28 +266,34 @@ pub async fn get_key(
             .cache
             .keep_stored(&key, generation, bytes.clone(), meta.clone())
             .await;
-        return finish(&key, &headers, &meta, span, false, Body::from(bytes));
+        return Ok(finish(&key, &meta, span, false, Body::from(bytes)));
     }
     let body = Body::from_stream(got.body.map(|r| r.map_err(std::io::Error::other)));
-    finish(&key, &headers, &meta, span, ranged, body)
+    Ok(finish(&key, &meta, span, ranged, body))
 }
 
-/// The response to a GET of a value (or a range of it) whose metadata was
-/// read with it. Preconditions are checked against that metadata; a body
-/// stream is dropped unread when they fail.
-fn finish(
+/// The answer when `If-None-Match` / `If-Modified-Since` / `If-Match` decide
+/// the request (304 or 412), `None` when it proceeds.
+fn preconditions(
     key: &StoreKey,
     headers: &HeaderMap,
+    meta: &KeyMeta,
+) -> Option<ApiResult<Response>> {
+    match evaluate(headers, meta) {
+        Verdict::Proceed => None,
+        Verdict::NotModified => Some(Ok(not_modified(key, meta))),
+        Verdict::PreconditionFailed => Some(Err(precondition_failed(key))),
+    }
+}
+
+/// The response to a GET of a value, or of `span` of it when `ranged`.
+fn finish(
+    key: &StoreKey,
     meta: &KeyMeta,
     span: std::ops::Range<u64>,
     ranged: bool,
     body: Body,
-) -> ApiResult<Response> {
-    match evaluate(headers, meta) {
-        Verdict::Proceed => {}
-        Verdict::NotModified => return Ok(not_modified(key, meta)),
-        Verdict::PreconditionFailed => return Err(precondition_failed(key)),
-    }
+) -> Response {
     let length = span.end - span.start;
     let mut response = Response::new(body);
     value_headers(&mut response, key, meta);
@@ -301,7 +312,7 @@ fn finish(
             response.headers_mut().insert(header::CONTENT_RANGE, v);
         }
     }
-    Ok(response)
+    response
 }
 
 async fn multipart(
