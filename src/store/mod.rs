@@ -677,26 +677,11 @@ impl Store {
 
     /// Every key below `prefix` (recursively), as full keys, sorted.
     pub async fn list_recursive(&self, prefix: &StoreKey) -> Result<Vec<StoreKey>, StoreError> {
-        if let Some((m, k)) = self.mount_for(prefix) {
-            let name = prefix.as_str().split('/').next().unwrap_or("");
-            let inner = Box::pin(m.list_recursive(&k)).await?;
-            return Ok(inner
-                .into_iter()
-                .filter_map(|key| StoreKey::new(name).ok()?.join(key.as_str()).ok())
-                .collect());
-        }
-        let path = (!prefix.is_root()).then(|| path_of(prefix));
-        let metas: Vec<_> = self
-            .inner
-            .list(path.as_ref())
-            .try_collect()
-            .await
-            .map_err(|e| StoreError::from_backend(prefix, e))?;
-        let mut keys: Vec<StoreKey> = metas
+        let mut keys: Vec<StoreKey> = self
+            .list_sizes(prefix)
+            .await?
             .into_iter()
-            .map(|m| StoreKey::new(m.location.as_ref()))
-            .filter_map(Result::ok)
-            .filter(|k| !is_internal(k.as_str()))
+            .map(|(key, _)| key)
             .collect();
         keys.sort();
         Ok(keys)

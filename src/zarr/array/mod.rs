@@ -12,7 +12,9 @@ pub use write::{ChunkUpdate, WriteStats};
 use std::sync::Arc;
 
 use super::buffer::ArrayBytes;
-use super::codec::{build_v2_chain, build_v3_chain, ChunkRepr, CodecChain, V2Filters};
+use super::codec::{
+    build_v2_chain, build_v3_chain, ChunkRepr, CodecChain, ShardingCodec, V2Filters,
+};
 use super::error::{Result, ZarrError};
 use super::metadata::{ArrayMetadata, CodecSpec, Order};
 use crate::store::{Store, StoreKey};
@@ -83,6 +85,12 @@ impl Array {
     }
     pub fn codecs(&self) -> &CodecChain {
         &self.chain
+    }
+    /// The sharding codec, for operations that only exist on sharded arrays.
+    pub fn sharding(&self) -> Result<&ShardingCodec> {
+        self.chain
+            .sharding()
+            .ok_or_else(|| ZarrError::Data("array is not sharded".into()))
     }
     pub fn shape(&self) -> &[u64] {
         &self.meta.shape

@@ -131,10 +131,7 @@ impl Array {
 
     /// The index of one shard, `None` when the shard is not stored.
     pub async fn read_shard_index(&self, key: &StoreKey) -> Result<Option<(ShardIndex, u64)>> {
-        let sharding = self
-            .chain
-            .sharding()
-            .ok_or_else(|| ZarrError::Data("array is not sharded".into()))?;
+        let sharding = self.sharding()?;
         let size = sharding
             .index_size(&self.chunk_repr.shape)
             .map_err(|e| e.for_chunk(key.as_str()))? as u64;
@@ -158,10 +155,7 @@ impl Array {
     /// The index of a shard whose length is known, by a bounded range (for
     /// stores that refuse suffix ranges, and when the size is cached).
     pub async fn read_shard_index_of(&self, key: &StoreKey, shard_len: u64) -> Result<ShardIndex> {
-        let sharding = self
-            .chain
-            .sharding()
-            .ok_or_else(|| ZarrError::Data("array is not sharded".into()))?;
+        let sharding = self.sharding()?;
         let range = sharding
             .index_range(&self.chunk_repr.shape, shard_len)
             .map_err(|e| e.for_chunk(key.as_str()))?;
@@ -175,10 +169,7 @@ impl Array {
         bytes: &[u8],
         shard_len: u64,
     ) -> Result<ShardIndex> {
-        let sharding = self
-            .chain
-            .sharding()
-            .ok_or_else(|| ZarrError::Data("array is not sharded".into()))?;
+        let sharding = self.sharding()?;
         let size = sharding
             .index_size(&self.chunk_repr.shape)
             .map_err(|e| e.for_chunk(key.as_str()))?;

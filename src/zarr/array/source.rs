@@ -12,7 +12,7 @@ use super::{run_blocking, Array};
 use crate::store::StoreKey;
 use crate::zarr::buffer::ArrayBytes;
 use crate::zarr::codec::ShardIndex;
-use crate::zarr::error::{Result, ZarrError};
+use crate::zarr::error::Result;
 
 /// Supplies decoded chunks, shard indexes and inner chunks of shards.
 #[async_trait]
@@ -60,10 +60,7 @@ pub async fn fetch_inner_chunks(
     let decodes = blobs.into_iter().map(|blob| {
         let (array, key) = (array.clone(), key.clone());
         run_blocking(move || {
-            let sharding = array
-                .codecs()
-                .sharding()
-                .ok_or_else(|| ZarrError::Data("array is not sharded".into()))?;
+            let sharding = array.sharding()?;
             sharding
                 .decode_inner(Vec::from(blob), array.chunk_repr())
                 .map(Arc::new)

@@ -273,10 +273,7 @@ impl Array {
         data: &ArrayBytes,
         data_shape: &[usize],
     ) -> Result<Replacement> {
-        let sharding = self
-            .chain
-            .sharding()
-            .ok_or_else(|| ZarrError::Data("array is not sharded".into()))?;
+        let sharding = self.sharding()?;
         let shard_shape = &self.chunk_repr.shape;
         let n: usize = sharding.chunks_per_shard(shard_shape)?.iter().product();
         let mut chunks: Vec<Option<Vec<u8>>> = vec![None; n];
