@@ -169,15 +169,21 @@ def create_container(endpoint, name):
     BlobServiceClient.from_connection_string(conn).create_container(name)
 
 
+def files_under(root):
+    """(path, store key) of every file below `root`."""
+    for dirpath, _, files in os.walk(root):
+        for f in files:
+            path = os.path.join(dirpath, f)
+            yield path, os.path.relpath(path, root).replace(os.sep, "/")
+
+
 def upload_tree(endpoint, bucket, root):
     import boto3
 
     client = boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="test", aws_secret_access_key="test",
                           region_name="us-east-1")
-    for dirpath, _, files in os.walk(root):
-        for f in files:
-            path = os.path.join(dirpath, f)
-            client.upload_file(path, bucket, os.path.relpath(path, root).replace(os.sep, "/"))
+    for path, key in files_under(root):
+        client.upload_file(path, bucket, key)
 
 
 def upload_tree_azure(endpoint, container, root):
@@ -186,11 +192,9 @@ def upload_tree_azure(endpoint, container, root):
     conn = (f"DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey={AZURITE_KEY};"
             f"BlobEndpoint={endpoint}/devstoreaccount1;")
     client = BlobServiceClient.from_connection_string(conn).get_container_client(container)
-    for dirpath, _, files in os.walk(root):
-        for f in files:
-            path = os.path.join(dirpath, f)
-            with open(path, "rb") as data:
-                client.upload_blob(os.path.relpath(path, root).replace(os.sep, "/"), data)
+    for path, key in files_under(root):
+        with open(path, "rb") as data:
+            client.upload_blob(key, data)
 
 
 @pytest.fixture(scope="session", params=["dir", "s3", "azure"])
