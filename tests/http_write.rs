@@ -271,6 +271,26 @@ async fn nodes_are_created_edited_and_deleted() {
             .contains("more elements"),
         "{err}"
     );
+    // Resizing to such a shape is refused too, and the array stays readable.
+    let (s, err) = json_of(
+        &app,
+        Method::PATCH,
+        "/api/v1/meta/sharded",
+        json!({"shape": [huge, huge]}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{err}");
+    assert!(
+        err["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("more elements"),
+        "{err}"
+    );
+    assert_eq!(
+        read_json(&app, "/api/v1/meta/sharded").await["shape"],
+        json!([16, 16])
+    );
     let (s, meta) = json_of(&app, Method::PUT, "/api/v1/meta/wide", json!({"node_type": "array", "shape": [1u64 << 31, 1u64 << 31], "chunks": [1024, 1024], "dtype": "float64"})).await;
     assert_eq!(s, StatusCode::CREATED, "{meta}");
     assert_eq!(

@@ -192,6 +192,17 @@ impl Hierarchy {
                 )));
             }
             doc["shape"] = serde_json::json!(shape);
+            // Store only a document that reads back (an unaddressable shape
+            // would leave the array unreadable): check it as readers will.
+            let reread = match meta.zarr_format {
+                3 => v3::parse(key.as_str(), &doc).map(drop),
+                _ => v2::parse_array(key.as_str(), &doc, None).map(drop),
+            };
+            if let Err(e) = reread {
+                return Err(ZarrError::Data(format!(
+                    "cannot make the shape {shape:?}: {e}"
+                )));
+            }
             *seen.lock().unwrap_or_else(|p| p.into_inner()) = Some((current, shape));
             Ok(doc)
         })
