@@ -626,6 +626,23 @@ async fn small_values_come_from_the_cache_until_a_write_or_a_recheck() {
 }
 
 #[tokio::test]
+async fn request_ids_are_unique_unless_the_client_sends_one() {
+    let (_, app) = fixture().await;
+    let id = |h: &axum::http::HeaderMap| hdr(h, "x-request-id").to_string();
+    let first = id(&get(&app, "/healthz", &[]).await.1);
+    let second = id(&get(&app, "/healthz", &[]).await.1);
+    assert_ne!(first, second);
+    for made in [&first, &second] {
+        assert_eq!(made.len(), 32, "{made}");
+        assert!(made.chars().all(|c| c.is_ascii_hexdigit()), "{made}");
+    }
+    let kept = get(&app, "/healthz", &[("x-request-id", "trace-42")])
+        .await
+        .1;
+    assert_eq!(id(&kept), "trace-42");
+}
+
+#[tokio::test]
 async fn oversized_headers_are_refused_with_431() {
     let (store, _) = fixture().await;
     let app = app_with(

@@ -387,3 +387,27 @@ impl BytesToBytesCodec for Lzma {
         )
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The one-shot decoder trusts a frame's stated size only as far as it
+    /// goes: several frames, or a frame without a size, take the streaming path.
+    #[test]
+    fn zstd_decodes_concatenated_frames_and_frames_without_a_size() {
+        let codec = Zstd::new(None, "zstd").unwrap();
+        let a = vec![7u8; 1000];
+        let b: Vec<u8> = (0..5000u32).map(|i| (i % 251) as u8).collect();
+        let mut joined = codec.encode(a.clone()).unwrap();
+        joined.extend(codec.encode(b.clone()).unwrap());
+        assert_eq!(codec.decode(joined).unwrap(), [a, b.clone()].concat());
+        // The streaming encoder does not know the size up front, so states none.
+        let unsized_frame = zstd::stream::encode_all(&b[..], 1).unwrap();
+        assert_eq!(
+            zstd::zstd_safe::get_frame_content_size(&unsized_frame).unwrap(),
+            None
+        );
+        assert_eq!(codec.decode(unsized_frame).unwrap(), b);
+    }
+}
