@@ -34,8 +34,9 @@ type Key = (String, u64, Part);
 enum Part {
     /// The decoded chunk, or a shard's index.
     Decoded,
-    /// One inner chunk of a shard.
-    Inner(usize),
+    /// One inner chunk of a shard, of the shard version whose ETag hashes
+    /// to the second number (so chunks of two versions never mix).
+    Inner(usize, u64),
     /// The stored bytes themselves.
     Stored,
 }
@@ -252,7 +253,7 @@ impl ZarrCache {
                 return Ok(entry);
             }
             // Inner chunks are validated through their shard's index.
-            let inner = matches!(part, Part::Inner(_));
+            let inner = matches!(part, Part::Inner(..));
             if inner || self.still_valid(array.store(), key, &entry).await? {
                 self.counters.hits.fetch_add(1, Ordering::Relaxed);
                 return Ok(entry);
@@ -322,15 +323,10 @@ impl ZarrCache {
     }
 }
 
-/// moka shares a failed load's error among waiters; give each its own copy.
+/// moka shares a failed load's error among waiters; give each its own copy,
+/// of the same kind (a store outage stays a store error for every waiter).
 fn unshare(e: Arc<ZarrError>) -> ZarrError {
-    Arc::try_unwrap(e).unwrap_or_else(|shared| match shared.as_ref() {
-        ZarrError::CorruptChunk { key, reason } => ZarrError::CorruptChunk {
-            key: key.clone(),
-            reason: reason.clone(),
-        },
-        other => ZarrError::Data(other.to_string()),
-    })
+    Arc::try_unwrap(e).unwrap_or_else(|shared| shared.shared_copy())
 }
 
 /// The cache as the engine's chunk source.
@@ -368,7 +364,7 @@ impl ChunkSource for CachedSource {
                 let Some(meta) = array.store().head(key).await? else {
                     return Ok(Entry::new(Value::Missing, None));
                 };
-                match array.read_shard_index_of(key, meta.size).await {
+                match array.read_shard_index_of(key, &meta).await {
                     Ok(index) => Ok(Entry::new(
                         Value::Index(Arc::new(index)),
                         meta.version.e_tag,
@@ -390,17 +386,24 @@ impl ChunkSource for CachedSource {
         &self,
         array: &Array,
         key: &StoreKey,
+        index: &ShardIndex,
         wanted: &[(usize, Range<u64>)],
     ) -> Result<Vec<Arc<ArrayBytes>>> {
         // Inner chunks not cached yet are fetched together in one vectored read.
         let gen = self.0.generation(key.as_str());
+        let version = {
+            use std::hash::{Hash, Hasher};
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            index.e_tag().hash(&mut h);
+            h.finish()
+        };
         let mut out: Vec<Option<Arc<ArrayBytes>>> = Vec::with_capacity(wanted.len());
         let mut missing = Vec::new();
         for (slot, (i, range)) in wanted.iter().enumerate() {
             match self
                 .0
                 .chunks
-                .get(&(key.as_str().to_string(), gen, Part::Inner(*i)))
+                .get(&(key.as_str().to_string(), gen, Part::Inner(*i, version)))
                 .await
             {
                 Some(entry) => {
@@ -422,12 +425,12 @@ impl ChunkSource for CachedSource {
                 .misses
                 .fetch_add(missing.len() as u64, Ordering::Relaxed);
             let ranges: Vec<(usize, Range<u64>)> = missing.iter().map(|(_, w)| w.clone()).collect();
-            let fetched = fetch_inner_chunks(array, key, &ranges).await?;
+            let fetched = fetch_inner_chunks(array, key, index, &ranges).await?;
             for ((slot, (i, _)), chunk) in missing.into_iter().zip(fetched) {
                 self.0
                     .chunks
                     .insert(
-                        (key.as_str().to_string(), gen, Part::Inner(i)),
+                        (key.as_str().to_string(), gen, Part::Inner(i, version)),
                         Entry::new(Value::Chunk(chunk.clone()), None),
                     )
                     .await;

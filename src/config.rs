@@ -150,6 +150,13 @@ pub struct ServeArgs {
     /// Seconds in-flight requests get to finish after SIGTERM [default: 30]
     #[arg(long, env = "ZARRD_SHUTDOWN_TIMEOUT")]
     pub shutdown_timeout: Option<f64>,
+    /// Seconds a client has to send a request's headers; also how long an
+    /// idle keep-alive connection stays open [default: 10]
+    #[arg(long, env = "ZARRD_HEADER_TIMEOUT")]
+    pub header_timeout: Option<f64>,
+    /// Seconds a request body may go without sending data (408 after) [default: 30]
+    #[arg(long, env = "ZARRD_BODY_TIMEOUT")]
+    pub body_timeout: Option<f64>,
 }
 
 /// The config file's fields (all optional, same names as the flags).
@@ -173,6 +180,8 @@ struct FileConfig {
     max_concurrency: Option<usize>,
     request_timeout: Option<SizeValue>,
     shutdown_timeout: Option<SizeValue>,
+    header_timeout: Option<SizeValue>,
+    body_timeout: Option<SizeValue>,
     #[serde(default)]
     cors: Cors,
     #[serde(default)]
@@ -188,6 +197,22 @@ enum SizeValue {
     Bytes(u64),
     Float(f64),
     Text(String),
+}
+
+/// A timeout given in seconds, which must be positive.
+fn positive_seconds(
+    option: &'static str,
+    given: Option<f64>,
+    default: Duration,
+) -> Result<Duration, ConfigError> {
+    match given {
+        Some(s) if s.is_finite() && s > 0.0 && s < 1e9 => Ok(Duration::from_secs_f64(s)),
+        Some(s) => Err(invalid(
+            option,
+            format!("{s} is not a positive number of seconds"),
+        )),
+        None => Ok(default),
+    }
 }
 
 /// Seconds in the file: a number, or a string holding one.
@@ -301,6 +326,10 @@ pub struct Config {
     pub max_concurrency: usize,
     pub request_timeout: Duration,
     pub shutdown_timeout: Duration,
+    /// Deadline for a request's headers, and for an idle connection.
+    pub header_timeout: Duration,
+    /// Longest pause within a request body.
+    pub body_timeout: Duration,
     pub cors: Cors,
     /// Stores mounted under top-level names: (name, URL, read-only).
     pub mounts: Vec<(String, String, bool)>,
@@ -326,6 +355,8 @@ impl Default for Config {
             max_concurrency: 1024,
             request_timeout: Duration::from_secs(300),
             shutdown_timeout: Duration::from_secs(30),
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
             cors: Cors::default(),
             mounts: Vec::new(),
         }
@@ -433,16 +464,21 @@ impl Config {
                 .or(file.max_concurrency)
                 .unwrap_or(d.max_concurrency)
                 .max(1),
-            request_timeout: match args.request_timeout.or(seconds(&file.request_timeout)?) {
-                Some(s) if s.is_finite() && s > 0.0 => Duration::from_secs_f64(s),
-                Some(s) => {
-                    return Err(invalid(
-                        "request_timeout",
-                        format!("{s} is not a positive number of seconds"),
-                    ))
-                }
-                None => d.request_timeout,
-            },
+            request_timeout: positive_seconds(
+                "request_timeout",
+                args.request_timeout.or(seconds(&file.request_timeout)?),
+                d.request_timeout,
+            )?,
+            header_timeout: positive_seconds(
+                "header_timeout",
+                args.header_timeout.or(seconds(&file.header_timeout)?),
+                d.header_timeout,
+            )?,
+            body_timeout: positive_seconds(
+                "body_timeout",
+                args.body_timeout.or(seconds(&file.body_timeout)?),
+                d.body_timeout,
+            )?,
             tokens: load_tokens(
                 file.tokens,
                 args.tokens_file.or(file.tokens_file).as_deref(),

@@ -57,6 +57,13 @@ fn node_summary(path: &str, node: &NodeMetadata) -> Value {
     }
 }
 
+/// A node whose metadata cannot be read: listed with the reason, so the
+/// rest of the tree stays visible.
+fn broken(path: &str, error: &crate::zarr::ZarrError) -> Value {
+    let e = ApiError::from(error.shared_copy());
+    json!({"path": path, "node_type": "unknown", "error": {"status": e.status.as_u16(), "code": e.code, "message": e.message}})
+}
+
 /// `GET /api/v1/tree`: every node in the store.
 pub async fn tree_root(state: State<AppState>) -> ApiResult<Json<Value>> {
     tree(state, ApiPath(String::new())).await
@@ -72,7 +79,8 @@ pub async fn tree(
     let nodes: Vec<Value> = nodes
         .iter()
         .map(|(p, node)| match node {
-            NodeMetadata::Array(meta) => {
+            Err(e) => broken(p, e),
+            Ok(NodeMetadata::Array(meta)) => {
                 let array = state
                     .hierarchy
                     .bind(
@@ -82,7 +90,7 @@ pub async fn tree(
                     .ok();
                 array_summary(p, meta, array.as_ref())
             }
-            _ => node_summary(p, node),
+            Ok(node) => node_summary(p, node),
         })
         .collect();
     Ok(Json(json!({"path": key.as_str(), "nodes": nodes})))
@@ -115,7 +123,10 @@ pub async fn meta(
                 .children(&key)
                 .await?
                 .iter()
-                .map(|(name, n)| json!({"name": name, "node_type": n.node_type()}))
+                .map(|(name, n)| match n {
+                    Ok(n) => json!({"name": name, "node_type": n.node_type()}),
+                    Err(e) => broken(name, e),
+                })
                 .collect();
             out.insert("members".into(), json!(members));
             if group.implicit {
@@ -341,24 +352,56 @@ async fn data(
     // A subarray field multiplies the count; saturate so the limit check refuses it.
     let count = crate::zarr::metadata::element_count(&output.shape).unwrap_or(u64::MAX);
     let elem = output.dtype.size().map(|s| s as u64);
-    let limit = if format == Format::Json {
+    // JSON and variable-length data are built in memory: the smaller limit.
+    let limit = if format == Format::Json || elem.is_none() {
         state.config.json_limit
     } else {
         state.config.response_limit
     };
+    // A variable-length element costs at least its 24-byte handle in memory.
     let estimate = count
-        .saturating_mul(elem.unwrap_or(16))
+        .saturating_mul(elem.unwrap_or(24))
         .saturating_mul(if format == Format::Json { 4 } else { 1 });
     if estimate > limit {
-        return Err(ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "too_large",
-            format!(
+        return Err(too_large(format!(
                 "the selection has {count} elements (about {estimate} bytes as {format:?}), over the {limit}-byte limit; select a smaller region, fewer points, one field, or use format=npy"
-            ),
-        ));
+            )));
     }
     match (format, elem) {
+        (Format::Json, None) | (Format::Npy, None) => {
+            let limit = state.config.json_limit;
+            let items = read_variable(&array, &resolved, &output, limit).await?;
+            if format == Format::Json {
+                let data = ArrayBytes::Variable(items);
+                let body = json!({"shape": output.shape, "dtype": output.dtype.name(), "data": json_data(&data, &output.dtype, &output.shape)});
+                return Ok(Json(body).into_response());
+            }
+            let text = output.dtype == DataType::String;
+            // Every element is padded to the longest: check that size first.
+            let width = items
+                .iter()
+                .map(|i| {
+                    if text {
+                        String::from_utf8_lossy(i).chars().count() * 4
+                    } else {
+                        i.len()
+                    }
+                })
+                .max()
+                .unwrap_or(0)
+                .max(1) as u64;
+            let padded = width.saturating_mul(items.len() as u64);
+            if padded > limit {
+                return Err(too_large(format!(
+                    "the selection's {} elements padded to the longest ({width} bytes) make {padded} bytes as .npy, over the {limit}-byte limit for variable-length data; select fewer elements or use format=json",
+                    items.len()
+                )));
+            }
+            let (descr, bytes) = fixed_width(&items, text);
+            let mut body = crate::npy::header(&descr, &output.shape);
+            body.extend(bytes);
+            Ok(binary_response(Body::from(body), format, &output, None))
+        }
         (Format::Json, _) => {
             let data = output.convert(&array_dtype, array.read(&resolved).await?)?;
             let body = json!({"shape": output.shape, "dtype": output.dtype.name(), "data": json_data(&data, &output.dtype, &output.shape)});
@@ -372,17 +415,42 @@ async fn data(
                 output.dtype.name()
             ),
         )),
-        (Format::Npy, None) => {
-            let data = output
-                .convert(&array_dtype, array.read(&resolved).await?)?
-                .into_variable()?;
-            let (descr, bytes) = fixed_width(&data, output.dtype == DataType::String);
-            let mut body = crate::npy::header(&descr, &output.shape);
-            body.extend(bytes);
-            Ok(binary_response(Body::from(body), format, &output, None))
-        }
         (_, Some(elem)) => stream(array, resolved, output, format, elem).await,
     }
+}
+
+fn too_large(message: String) -> ApiError {
+    ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", message)
+}
+
+/// Elements of variable-length data read at a time.
+const VARIABLE_SLAB: u64 = 1 << 16;
+
+/// Variable-length data is assembled in memory, and its size is only known
+/// once read: read it slab by slab and stop as soon as what was read passes
+/// `limit` (per element, its bytes plus what holding it costs).
+async fn read_variable(
+    array: &Array,
+    resolved: &Resolved,
+    output: &Output,
+    limit: u64,
+) -> ApiResult<Vec<Vec<u8>>> {
+    let dtype = array.metadata().dtype.clone();
+    let mut items: Vec<Vec<u8>> = Vec::new();
+    let mut held = 0u64;
+    for slab in slabs(resolved, &array.read_chunk_shape(), 1, VARIABLE_SLAB) {
+        let data = output
+            .convert(&dtype, array.read(&slab).await?)?
+            .into_variable()?;
+        held += data.iter().map(|i| i.len() as u64 + 24).sum::<u64>();
+        if held > limit {
+            return Err(too_large(format!(
+                "the selection's variable-length elements hold more than {limit} bytes, the limit for variable-length data (--json-limit); select fewer elements"
+            )));
+        }
+        items.extend(data);
+    }
+    Ok(items)
 }
 
 fn binary_response(body: Body, format: Format, output: &Output, length: Option<u64>) -> Response {

@@ -10,6 +10,7 @@ use percent_encoding::percent_decode_str;
 use super::error::ApiError;
 use super::AppState;
 use crate::auth::{Denied, Scope};
+use crate::zarr::metadata::DOCUMENT_NAMES;
 
 /// Routes anyone may call: probes and the API description.
 const PUBLIC: [&str; 4] = ["/healthz", "/readyz", "/openapi.yaml", "/metrics"];
@@ -38,15 +39,42 @@ fn resource(path: &str) -> Option<String> {
     )
 }
 
-fn scope(method: &Method, path: &str) -> Scope {
+/// The scope a request needs. Whatever deletes more than the keys it names
+/// needs `admin`; the rest of a write needs `write`. (Resizing an array
+/// smaller, which deletes the chunks outside the new shape, is checked by
+/// its handler, which knows the current shape: see [`Caller`].)
+fn scope(method: &Method, path: &str, query: Option<&str>) -> Scope {
+    let document = || {
+        path.strip_prefix("/zarr/").is_some_and(|k| {
+            let name = percent_decode_str(k.rsplit('/').next().unwrap_or(""));
+            DOCUMENT_NAMES.contains(&name.decode_utf8_lossy().as_ref())
+        })
+    };
     match *method {
         Method::GET | Method::HEAD | Method::OPTIONS => Scope::Read,
         // POST /api/v1/data is a read with its parameters in the body.
         Method::POST if path.starts_with("/api/v1/data/") => Scope::Read,
         // Deleting a node deletes everything below it.
         Method::DELETE if path.starts_with("/api/v1/meta/") => Scope::Admin,
+        // Replacing a node deletes everything below it first.
+        Method::PUT if path.starts_with("/api/v1/meta/") && overwrites(query) => Scope::Admin,
+        // Deleting a node's metadata document removes the node.
+        Method::DELETE if document() => Scope::Admin,
         _ => Scope::Write,
     }
+}
+
+/// Whether a query asks to replace what exists (`overwrite=` anything but `false`).
+fn overwrites(query: Option<&str>) -> bool {
+    url::form_urlencoded::parse(query.unwrap_or("").as_bytes())
+        .any(|(k, v)| k == "overwrite" && v != "false")
+}
+
+/// What the authenticated caller may do beyond what the route needs, for
+/// handlers whose scope depends on the stored data (a resize that shrinks).
+#[derive(Debug, Clone, Copy)]
+pub struct Caller {
+    pub admin: bool,
 }
 
 pub async fn authorize(State(state): State<AppState>, request: Request, next: Next) -> Response {
@@ -54,16 +82,24 @@ pub async fn authorize(State(state): State<AppState>, request: Request, next: Ne
     if PUBLIC.contains(&path.as_str()) {
         return next.run(request).await;
     }
-    let needed = scope(request.method(), &path);
+    let needed = scope(request.method(), &path, request.uri().query());
     let authorization = request
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    match state
-        .auth
-        .check(authorization, needed, resource(&path).as_deref())
-    {
-        Ok(_) => next.run(request).await,
+    let resource = resource(&path);
+    match state.auth.check(authorization, needed, resource.as_deref()) {
+        Ok(_) => {
+            let admin = needed == Scope::Admin
+                || (needed == Scope::Write
+                    && state
+                        .auth
+                        .check(authorization, Scope::Admin, resource.as_deref())
+                        .is_ok());
+            let mut request = request;
+            request.extensions_mut().insert(Caller { admin });
+            next.run(request).await
+        }
         Err(Denied::Unauthenticated(message)) => {
             let mut response =
                 ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message).into_response();
@@ -89,8 +125,29 @@ mod tests {
         assert_eq!(resource("/zarr/").as_deref(), Some(""));
         assert_eq!(resource("/api/v1/data/a%20b").as_deref(), Some("a b"));
         assert_eq!(resource("/api/v1/stats"), None);
-        assert_eq!(scope(&Method::POST, "/api/v1/data/x"), Scope::Read);
-        assert_eq!(scope(&Method::DELETE, "/api/v1/meta/x"), Scope::Admin);
-        assert_eq!(scope(&Method::PUT, "/zarr/x"), Scope::Write);
+        assert_eq!(scope(&Method::POST, "/api/v1/data/x", None), Scope::Read);
+        assert_eq!(scope(&Method::DELETE, "/api/v1/meta/x", None), Scope::Admin);
+        assert_eq!(scope(&Method::PUT, "/zarr/x", None), Scope::Write);
+        assert_eq!(scope(&Method::PUT, "/api/v1/meta/x", None), Scope::Write);
+        for q in ["overwrite=true", "a=1&overwrite=1", "overwrite"] {
+            assert_eq!(
+                scope(&Method::PUT, "/api/v1/meta/x", Some(q)),
+                Scope::Admin,
+                "{q}"
+            );
+        }
+        assert_eq!(
+            scope(&Method::PUT, "/api/v1/meta/x", Some("overwrite=false")),
+            Scope::Write
+        );
+        assert_eq!(
+            scope(&Method::DELETE, "/zarr/a/zarr.json", None),
+            Scope::Admin
+        );
+        assert_eq!(
+            scope(&Method::DELETE, "/zarr/a/%2Ezarray", None),
+            Scope::Admin
+        );
+        assert_eq!(scope(&Method::DELETE, "/zarr/a/c/0/0", None), Scope::Write);
     }
 }

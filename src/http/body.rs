@@ -116,8 +116,9 @@ fn npy(body: &[u8], dtype: &DataType) -> ApiResult<Incoming> {
             ArrayBytes::Variable(
                 buf.chunks(width.max(1))
                     .take(count as usize)
-                    .map(|e| text_element(&given, e))
-                    .collect(),
+                    .enumerate()
+                    .map(|(i, e)| text_element(&given, e, i))
+                    .collect::<ApiResult<_>>()?,
             )
         }
         _ => {
@@ -165,12 +166,27 @@ fn same_type(a: &DataType, b: &DataType) -> bool {
     }
 }
 
-fn text_element(dtype: &DataType, bytes: &[u8]) -> Vec<u8> {
+/// One fixed-width text element of an `.npy` body as the bytes a
+/// variable-length element stores. UTF-32 that is not Unicode (surrogates,
+/// values past U+10FFFF) is refused rather than stored as U+FFFD.
+fn text_element(dtype: &DataType, bytes: &[u8], index: usize) -> ApiResult<Vec<u8>> {
     match dtype {
-        DataType::FixedUtf32(_) => crate::zarr::fill::decode_utf32(bytes).into_bytes(),
+        DataType::FixedUtf32(_) => bytes
+            .chunks_exact(4)
+            .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .take_while(|&c| c != 0)
+            .map(|c| {
+                char::from_u32(c).ok_or_else(|| {
+                    unprocessable(format!(
+                        "element {index} of the .npy body holds 0x{c:x}, which is not a Unicode code point"
+                    ))
+                })
+            })
+            .collect::<ApiResult<String>>()
+            .map(String::into_bytes),
         _ => {
             let end = bytes.iter().rposition(|&c| c != 0).map_or(0, |i| i + 1);
-            bytes[..end].to_vec()
+            Ok(bytes[..end].to_vec())
         }
     }
 }

@@ -47,6 +47,7 @@ impl From<StoreError> for ApiError {
             StoreError::NotSupported { .. } => (StatusCode::NOT_IMPLEMENTED, "not_supported"),
             StoreError::Conflict { .. } => (StatusCode::CONFLICT, "conflict"),
             StoreError::ReadOnly { .. } => (StatusCode::FORBIDDEN, "read_only"),
+            StoreError::Forbidden { .. } => (StatusCode::FORBIDDEN, "forbidden_key"),
             StoreError::BadUrl { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "bad_store"),
             StoreError::Backend { .. } => {
                 crate::metrics::count(&crate::metrics::STORE_ERRORS);

@@ -53,6 +53,13 @@ impl<S: Send + Sync> axum::extract::FromRequest<S> for ApiBody {
             .await
             .map(ApiBody)
             .map_err(|e| {
+                if timed_out(&e) {
+                    return ApiError::new(
+                        axum::http::StatusCode::REQUEST_TIMEOUT,
+                        "body_timeout",
+                        "the request body stalled for longer than the server's --body-timeout",
+                    );
+                }
                 ApiError::new(
                     e.status(),
                     if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
@@ -67,4 +74,16 @@ impl<S: Send + Sync> axum::extract::FromRequest<S> for ApiBody {
                 )
             })
     }
+}
+
+/// Whether a body failed because it stalled past `--body-timeout`.
+fn timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if c.is::<tower_http::timeout::TimeoutError>() {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
 }

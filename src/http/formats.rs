@@ -76,6 +76,26 @@ pub fn element_json(dtype: &DataType, b: &[u8]) -> Value {
             }
         }
         DataType::FixedUtf32(_) => json!(decode_utf32(b)),
+        DataType::Complex64 | DataType::Complex128 => {
+            let part = if *dtype == DataType::Complex64 {
+                DataType::Float32
+            } else {
+                DataType::Float64
+            };
+            let half = b.len() / 2;
+            json!([
+                element_json(&part, &b[..half]),
+                element_json(&part, &b[half..])
+            ])
+        }
+        DataType::Float16 | DataType::BFloat16 | DataType::Float32 | DataType::Float64 => {
+            // Fill values keep a NaN's payload as hex so metadata round-trips;
+            // data is numbers, and every NaN is "NaN".
+            match element_to_json(dtype, b) {
+                Value::String(s) if s.starts_with("0x") => json!("NaN"),
+                other => other,
+            }
+        }
         _ => element_to_json(dtype, b),
     }
 }

@@ -1,7 +1,10 @@
 //! Load shedding, timeouts and per-route request metrics.
 
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Instant;
 
+use axum::body::Body;
 use axum::extract::{MatchedPath, Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::middleware::Next;
@@ -12,10 +15,16 @@ use super::AppState;
 
 /// At most `--max-concurrency` requests at once (one semaphore shared by
 /// every route): more get 503 with `Retry-After` at once rather than queueing
-/// without bound. A request that does not start its response within
-/// `--request-timeout` gets 504.
+/// without bound. A request holds its place until its response body has been
+/// sent (a streamed `.npy` of gigabytes is in flight until its last byte),
+/// and its upload counts too. Liveness (`/healthz`) is never shed: an
+/// overloaded server is alive. A request that does not start its response
+/// within `--request-timeout` gets 504.
 pub async fn shed(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let Ok(_permit) = state.in_flight.clone().try_acquire_owned() else {
+    if request.uri().path() == "/healthz" {
+        return next.run(request).await;
+    }
+    let Ok(permit) = state.in_flight.clone().try_acquire_owned() else {
         crate::metrics::count(&crate::metrics::LOAD_SHED);
         let mut r = ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -28,13 +37,45 @@ pub async fn shed(State(state): State<AppState>, request: Request, next: Next) -
         return r;
     };
     match tokio::time::timeout(state.config.request_timeout, next.run(request)).await {
-        Ok(response) => response,
+        Ok(response) => response.map(|body| {
+            Body::new(Held {
+                body,
+                _permit: permit,
+            })
+        }),
         Err(_) => ApiError::new(
             StatusCode::GATEWAY_TIMEOUT,
             "timeout",
             "the request took longer than the server's --request-timeout",
         )
         .into_response(),
+    }
+}
+
+/// A response body that keeps its request's concurrency permit until it ends
+/// (or the client goes away and it is dropped).
+struct Held {
+    body: Body,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl http_body::Body for Held {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        http_body::Body::poll_frame(Pin::new(&mut self.body), cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        http_body::Body::is_end_stream(&self.body)
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::Body::size_hint(&self.body)
     }
 }
 

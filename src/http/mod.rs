@@ -11,7 +11,10 @@ pub mod limits;
 pub mod listing;
 pub mod range;
 pub mod raw;
+mod serve;
 pub mod write;
+
+pub use serve::serve;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +23,6 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::http::{header, HeaderName, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, MethodRouter};
-use axum::serve::ListenerExt as _;
 use axum::Router;
 use tower_http::compression::CompressionLayer;
 use tower_http::cors::CorsLayer;
@@ -383,10 +385,13 @@ pub fn router(state: AppState) -> Router {
         .on_response(DefaultOnResponse::new().level(Level::INFO).latency_unit(LatencyUnit::Micros));
     let body_limit = usize::try_from(state.config.max_body_size).unwrap_or(usize::MAX);
     let cors_config = state.config.cors.clone();
-    router
+    let app = router
         .fallback(fallback)
         .layer(trace)
         .layer(axum::extract::DefaultBodyLimit::max(body_limit))
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
+            state.config.body_timeout,
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::authorize,
@@ -407,63 +412,27 @@ pub fn router(state: AppState) -> Router {
         .layer(CompressionLayer::new().compress_when(compressible))
         .layer(cors(&cors_config))
         .layer(PropagateRequestIdLayer::new(x_request_id.clone()))
-        .layer(SetRequestIdLayer::new(x_request_id, RequestIds::new()))
+        .layer(SetRequestIdLayer::new(x_request_id, RequestIds::new()));
+    // Before routing: `/api/v1/tree/` is the tree of the root, as
+    // `/api/v1/tree` is (node paths ignore a trailing slash everywhere).
+    Router::new().fallback_service(tower::util::MapRequest::new(app, trim_api_slash))
 }
 
-/// Serve until SIGTERM or Ctrl-C, then let in-flight requests finish.
-pub async fn serve(state: AppState) -> std::io::Result<()> {
-    let listener = tokio::net::TcpListener::bind(state.config.listen).await?;
-    let addr = listener.local_addr()?;
-    tracing::info!(
-        "serving {} at http://{addr}/ (raw keys at /zarr/, API at /api/v1/)",
-        state.store.description()
-    );
-    println!("zarrd listening on http://{addr}/");
-    let deadline = state.config.shutdown_timeout;
-    let (stopping_tx, stopping_rx) = tokio::sync::oneshot::channel::<()>();
-    // Without TCP_NODELAY a response whose headers and body go out in two
-    // writes waits for the client's delayed ACK (~40 ms) on every request.
-    let listener = listener.tap_io(|stream| {
-        if let Err(e) = stream.set_nodelay(true) {
-            tracing::debug!("could not set TCP_NODELAY: {e}");
-        }
-    });
-    let server = axum::serve(listener, router(state)).with_graceful_shutdown(async move {
-        shutdown_signal().await;
-        let _ = stopping_tx.send(());
-    });
-    // In-flight requests get `deadline` to finish once the signal came.
-    let expired = async move {
-        if stopping_rx.await.is_ok() {
-            tokio::time::sleep(deadline).await;
-        } else {
-            std::future::pending::<()>().await;
-        }
-    };
-    tokio::select! {
-        result = server => result,
-        _ = expired => {
-            tracing::warn!("shutdown deadline of {deadline:?} passed with requests still in flight");
-            Ok(())
+/// Drop trailing slashes from `/api/v1/...` paths (not from `/zarr/`,
+/// where a trailing slash asks for a listing).
+fn trim_api_slash(mut request: Request) -> Request {
+    let path = request.uri().path();
+    if path.starts_with("/api/v1/") && path.len() > "/api/v1/".len() && path.ends_with('/') {
+        let trimmed = path.trim_end_matches('/').to_string();
+        let target = match request.uri().query() {
+            Some(q) => format!("{trimmed}?{q}"),
+            None => trimmed,
+        };
+        if let Ok(uri) = target.parse() {
+            *request.uri_mut() = uri;
         }
     }
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        {
-            s.recv().await;
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
-    tracing::info!("shutting down: finishing in-flight requests");
+    request
 }
 
 /// Request ids for requests that come without one: a random per-process

@@ -222,7 +222,10 @@ pub async fn get_key(
             })
         }
         Some(many) if wants_multipart(&headers) => {
-            return multipart(&state, &key, many, &headers).await
+            match multipart(&state, &key, many, &headers).await? {
+                Some(answer) => return Ok(answer),
+                None => None,
+            }
         }
         // Several ranges without multipart in Accept: the whole value, as S3 does.
         _ => None,
@@ -315,50 +318,108 @@ fn finish(
     response
 }
 
+/// Ranges one multipart answer may hold after overlapping and adjacent ones
+/// are merged; a request for more gets the whole value (RFC 9110 lets a
+/// server ignore a Range header it finds too costly).
+const MAX_PARTS: usize = 64;
+
+/// Bytes read from the store at a time while a multipart body streams.
+const PART_PIECE: u64 = 4 << 20;
+
+/// Resolve ranges against the value's length, sorted, with overlapping and
+/// adjacent ones merged: the parts never hold a byte twice, so the answer
+/// is never larger than the value (plus part headers).
+pub(super) fn coalesce(ranges: &[ByteRange], size: u64) -> Vec<std::ops::Range<u64>> {
+    let mut resolved: Vec<std::ops::Range<u64>> =
+        ranges.iter().filter_map(|r| r.resolve(size)).collect();
+    resolved.sort_by_key(|r| r.start);
+    let mut merged: Vec<std::ops::Range<u64>> = Vec::with_capacity(resolved.len());
+    for r in resolved {
+        match merged.last_mut() {
+            Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+            _ => merged.push(r),
+        }
+    }
+    merged
+}
+
+/// `multipart/byteranges` for several ranges, streamed piece by piece from
+/// the version of the value the preconditions were checked against. `None`
+/// when there are too many parts to be worth it (the caller sends it whole).
 async fn multipart(
     state: &AppState,
     key: &StoreKey,
     ranges: &[ByteRange],
     headers: &HeaderMap,
-) -> ApiResult<Response> {
+) -> ApiResult<Option<Response>> {
     let meta = state.store.head(key).await?.ok_or_else(|| missing(key))?;
     match evaluate(headers, &meta) {
         Verdict::Proceed => {}
-        Verdict::NotModified => return Ok(not_modified(key, &meta)),
+        Verdict::NotModified => return Ok(Some(not_modified(key, &meta))),
         Verdict::PreconditionFailed => return Err(precondition_failed(key)),
     }
-    let resolved: Vec<std::ops::Range<u64>> =
-        ranges.iter().filter_map(|r| r.resolve(meta.size)).collect();
-    if resolved.is_empty() {
-        return Ok(unsatisfiable(meta.size));
+    let parts = coalesce(ranges, meta.size);
+    if parts.is_empty() {
+        return Ok(Some(unsatisfiable(meta.size)));
     }
-    let parts = state
-        .store
-        .get_ranges(key, &resolved)
-        .await
-        .map_err(|e| store_error(e, key))?;
+    if parts.len() > MAX_PARTS {
+        return Ok(None);
+    }
     let boundary = "zarrd-byteranges-7d1f";
-    let mut body = Vec::new();
-    for (range, part) in resolved.iter().zip(parts) {
-        let head = format!(
+    let head = |r: &std::ops::Range<u64>| {
+        format!(
             "--{boundary}\r\nContent-Type: {}\r\nContent-Range: bytes {}-{}/{}\r\n\r\n",
             content_type(key),
-            range.start,
-            range.end - 1,
+            r.start,
+            r.end - 1,
             meta.size
-        );
-        body.extend_from_slice(head.as_bytes());
-        body.extend_from_slice(&part);
-        body.extend_from_slice(b"\r\n");
-    }
-    body.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
-    let mut response = Response::new(Body::from(Bytes::from(body)));
+        )
+    };
+    let closing = format!("--{boundary}--\r\n");
+    let length: u64 = parts
+        .iter()
+        .map(|r| head(r).len() as u64 + (r.end - r.start) + 2)
+        .sum::<u64>()
+        + closing.len() as u64;
+    // Each part: its header, then its bytes in pieces, then CRLF.
+    let pieces: Vec<Result<Bytes, std::ops::Range<u64>>> = parts
+        .iter()
+        .flat_map(|r| {
+            let mut out = vec![Ok(Bytes::from(head(r)))];
+            let mut at = r.start;
+            while at < r.end {
+                let end = (at + PART_PIECE).min(r.end);
+                out.push(Err(at..end));
+                at = end;
+            }
+            out.push(Ok(Bytes::from_static(b"\r\n")));
+            out
+        })
+        .chain([Ok(Bytes::from(closing))])
+        .collect();
+    let (store, owned, e_tag) = (state.store.clone(), key.clone(), meta.version.e_tag.clone());
+    let body = futures::stream::iter(pieces).then(move |piece| {
+        let (store, key, e_tag) = (store.clone(), owned.clone(), e_tag.clone());
+        async move {
+            match piece {
+                Ok(bytes) => Ok(bytes),
+                Err(range) => store
+                    .get_range_at(&key, range, e_tag.as_deref())
+                    .await
+                    .map_err(std::io::Error::other),
+            }
+        }
+    });
+    let mut response = Response::new(Body::from_stream(body));
     value_headers(&mut response, key, &meta);
     *response.status_mut() = StatusCode::PARTIAL_CONTENT;
     if let Ok(v) = HeaderValue::from_str(&format!("multipart/byteranges; boundary={boundary}")) {
         response.headers_mut().insert(header::CONTENT_TYPE, v);
     }
-    Ok(response)
+    response
+        .headers_mut()
+        .insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+    Ok(Some(response))
 }
 
 /// `HEAD /zarr/{key}`: headers of the value, with the exact length.

@@ -19,7 +19,7 @@ use super::raw::{etags_match, missing, precondition_failed, quote_etag, request_
 use super::AppState;
 use crate::store::{node_path, Replacement, StoreError, StoreKey, Versioned, INTERNAL_PREFIX};
 use crate::zarr::metadata::{Order, DOCUMENT_NAMES};
-use crate::zarr::{ArrayBytes, ArraySpec, DataType, Endian, Selection, ZarrError};
+use crate::zarr::{ArrayBytes, ArraySpec, DataType, Endian, NodeMetadata, Selection, ZarrError};
 
 impl AppState {
     /// Refuse writes on a read-only server (who may write is checked by `auth::authorize`).
@@ -73,12 +73,17 @@ fn check_document(key: &StoreKey, value: &[u8]) -> ApiResult<()> {
     }
     let bad = |e: String| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "bad_metadata", e);
     let doc = parse_json(key.as_str(), value).map_err(|e| bad(e.to_string()))?;
+    let node = key.parent().unwrap_or_else(StoreKey::root);
+    let array = |meta: crate::zarr::ArrayMetadata| crate::zarr::Array::check_metadata(&node, &meta);
     let checked = match name {
-        "zarr.json" => v3::parse(key.as_str(), &doc).map(|_| ()),
-        ".zarray" => v2::parse_array(key.as_str(), &doc, None).map(|_| ()),
+        "zarr.json" => v3::parse(key.as_str(), &doc).and_then(|n| match n {
+            NodeMetadata::Array(meta) => array(*meta),
+            NodeMetadata::Group(_) => Ok(()),
+        }),
+        ".zarray" => v2::parse_array(key.as_str(), &doc, None).and_then(array),
         ".zgroup" => v2::parse_group(key.as_str(), &doc, None).map(|_| ()),
         ".zmetadata" => v2::parse_consolidated(key.as_str(), &doc).map(|_| ()),
-        "meta" => v1::parse(key.as_str(), &doc, None).map(|_| ()),
+        "meta" => v1::parse(key.as_str(), &doc, None).and_then(array),
         _ => match doc {
             Value::Object(_) => Ok(()),
             _ => Err(ZarrError::metadata(
@@ -195,8 +200,13 @@ pub struct NodeSpec {
     dtype: Option<Value>,
     #[serde(default)]
     fill_value: Value,
+    // Absent means "the default"; an explicit `null` means "none" (as
+    // zarr-python's `compressor=None`), so the two must stay apart.
+    #[serde(default, deserialize_with = "present")]
     codecs: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
     compressor: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
     filters: Option<Value>,
     order: Option<String>,
     dimension_names: Option<Vec<Option<String>>>,
@@ -205,6 +215,11 @@ pub struct NodeSpec {
 
 fn default_format() -> u8 {
     3
+}
+
+/// A field that is present, `null` included (serde reads `null` as absent).
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>, D::Error> {
+    Value::deserialize(d).map(Some)
 }
 
 fn spec_error(message: impl Into<String>) -> ApiError {
@@ -328,6 +343,7 @@ pub struct Patch {
 pub async fn patch_meta(
     state: State<AppState>,
     ApiPath(path): ApiPath<String>,
+    caller: Option<axum::Extension<super::auth::Caller>>,
     ApiBody(body): ApiBody,
 ) -> ApiResult<Json<Value>> {
     state.check_writable()?;
@@ -341,6 +357,23 @@ pub async fn patch_meta(
         return Err(spec_error(
             "nothing to change: give \"attributes\" and/or \"shape\"",
         ));
+    }
+    if let Some(shape) = &patch.shape {
+        // Shrinking deletes the chunks outside the new shape: more than the
+        // request names, so it needs the admin scope.
+        let current = super::api::open_array(&state, &key).await?;
+        let shrinks = shape.len() == current.shape().len()
+            && shape
+                .iter()
+                .zip(current.shape())
+                .any(|(new, old)| new < old);
+        if shrinks && !caller.is_some_and(|c| c.admin) {
+            return Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!("shrinking '{key}' deletes the chunks outside the new shape; that needs the admin scope"),
+            ));
+        }
     }
     let outcome = async {
         if let Some(attrs) = &patch.attributes {
@@ -380,8 +413,18 @@ pub struct WriteParams {
     select: Option<String>,
 }
 
+/// What a region write got: one value per element, or one value for all.
+enum Fitted {
+    Exact(ArrayBytes),
+    Broadcast(ArrayBytes),
+}
+
+/// Chunks one broadcast write may touch: a scalar body is a few bytes, so
+/// the work is bounded here rather than by `--max-body-size`.
+const MAX_BROADCAST_CHUNKS: u64 = 1 << 20;
+
 /// Data for `selection_shape` elements: exact shape, or one value broadcast.
-fn fit(incoming: Incoming, shape: &[u64], elem: usize) -> ApiResult<ArrayBytes> {
+fn fit(incoming: Incoming, shape: &[u64], elem: usize) -> ApiResult<Fitted> {
     let want: u64 = shape.iter().product();
     let have = incoming.data.len(elem.max(1)) as u64;
     let exact = match &incoming.shape {
@@ -395,14 +438,11 @@ fn fit(incoming: Incoming, shape: &[u64], elem: usize) -> ApiResult<ArrayBytes> 
         None => have == want,
     };
     if exact && have == want {
-        return Ok(incoming.data);
+        return Ok(Fitted::Exact(incoming.data));
     }
     if have == 1 {
-        // A scalar broadcasts over the selection.
-        return Ok(match incoming.data {
-            ArrayBytes::Fixed(b) => ArrayBytes::filled(&b, want as usize, false),
-            ArrayBytes::Variable(v) => ArrayBytes::Variable(vec![v[0].clone(); want as usize]),
-        });
+        // A scalar broadcasts over the selection, chunk by chunk.
+        return Ok(Fitted::Broadcast(incoming.data));
     }
     let given = incoming
         .shape
@@ -433,8 +473,20 @@ pub async fn put_data(
     let resolved = selection.resolve(array.shape())?;
     let shape = resolved.shape();
     let incoming = body::decode(&headers, &body, &array.metadata().dtype)?;
-    let data = fit(incoming, &shape, array.elem_size())?;
-    let stats = array.write(&resolved, data).await?;
+    let stats = match fit(incoming, &shape, array.elem_size())? {
+        Fitted::Exact(data) => array.write(&resolved, data).await?,
+        Fitted::Broadcast(value) => {
+            let chunks = resolved.chunk_count_bound(&array.read_chunk_shape());
+            if chunks > MAX_BROADCAST_CHUNKS {
+                return Err(ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "too_large",
+                    format!("the selection touches up to {chunks} chunks; one broadcast write may touch at most {MAX_BROADCAST_CHUNKS}"),
+                ));
+            }
+            array.write_broadcast(&resolved, value).await?
+        }
+    };
     Ok(Json(
         json!({"shape": shape, "elements": shape.iter().product::<u64>(), "chunks_written": stats.chunks_written, "chunks_deleted": stats.chunks_deleted}),
     ))

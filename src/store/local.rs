@@ -21,30 +21,81 @@ use std::time::SystemTime;
 use bytes::Bytes;
 use futures::stream::BoxStream;
 use futures::StreamExt;
-use object_store::local::LocalFileSystem;
 use object_store::GetRange;
 
 use super::chrono_like::Timestamp;
+use super::confined::ConfinedDir;
 use super::{path_of, GetResponse, KeyMeta, StoreError, StoreKey, StoreRange, Version};
 
 /// How much one trip to the blocking pool reads.
 const BLOCK: u64 = 1 << 20;
 
-/// Reads of one local directory (the one its `LocalFileSystem` is rooted at).
+/// Reads of one local directory, confined to it as every other access is.
 #[derive(Debug, Clone)]
 pub(super) struct LocalReads {
-    fs: Arc<LocalFileSystem>,
+    dir: Arc<ConfinedDir>,
 }
 
 impl LocalReads {
-    pub(super) fn new(fs: Arc<LocalFileSystem>) -> Self {
-        LocalReads { fs }
+    pub(super) fn new(dir: Arc<ConfinedDir>) -> Self {
+        LocalReads { dir }
     }
 
     fn path(&self, key: &StoreKey) -> Result<PathBuf, StoreError> {
-        self.fs
-            .path_to_filesystem(&path_of(key))
+        self.dir
+            .file_path(&path_of(key))
             .map_err(|e| StoreError::from_backend(key, e))
+    }
+
+    /// Ranges of the version of the value whose ETag is `e_tag`, read
+    /// through one open file in one trip: a rename that replaces the file
+    /// meanwhile does not change what this handle reads.
+    pub(super) async fn get_ranges_at(
+        &self,
+        key: &StoreKey,
+        ranges: &[Range<u64>],
+        e_tag: &str,
+    ) -> Result<Vec<Bytes>, StoreError> {
+        let path = self.path(key)?;
+        let (dir, owned, ranges) = (self.dir.clone(), key.clone(), ranges.to_vec());
+        let wanted = e_tag.trim_matches('"').to_string();
+        blocking(key, move || {
+            let io = |e| io_error(&owned, e);
+            dir.confine(&path)
+                .map_err(|e| StoreError::from_backend(&owned, e))?;
+            let file = match File::open(&path) {
+                Ok(f) => f,
+                Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
+                    return Err(StoreError::Precondition {
+                        key: owned.to_string(),
+                    })
+                }
+                Err(e) => return Err(io(e)),
+            };
+            let meta = key_meta(&file.metadata().map_err(io)?);
+            if meta.version.e_tag.as_deref().map(|t| t.trim_matches('"')) != Some(wanted.as_str()) {
+                return Err(StoreError::Precondition {
+                    key: owned.to_string(),
+                });
+            }
+            ranges
+                .iter()
+                .map(|r| {
+                    if r.end > meta.size || r.start > r.end {
+                        return Err(StoreError::RangeNotSatisfiable {
+                            key: owned.to_string(),
+                            start: r.start,
+                            end: r.end,
+                            size: meta.size,
+                        });
+                    }
+                    read_at(&file, r.start, (r.end - r.start) as usize)
+                        .map(Bytes::from)
+                        .map_err(io)
+                })
+                .collect()
+        })
+        .await
     }
 
     /// The value (or a range of it) as a stream whose first block was read
@@ -55,8 +106,11 @@ impl LocalReads {
         range: Option<StoreRange>,
     ) -> Result<Option<GetResponse>, StoreError> {
         let path = self.path(key)?;
-        let owned = key.clone();
-        let opened = blocking(key, move || open_and_read(&owned, &path, range, BLOCK)).await?;
+        let (dir, owned) = (self.dir.clone(), key.clone());
+        let opened = blocking(key, move || {
+            open_and_read(&dir, &owned, &path, range, BLOCK)
+        })
+        .await?;
         let Some(Opened {
             meta,
             range,
@@ -83,8 +137,11 @@ impl LocalReads {
         key: &StoreKey,
     ) -> Result<Option<(Bytes, KeyMeta)>, StoreError> {
         let path = self.path(key)?;
-        let owned = key.clone();
-        let opened = blocking(key, move || open_and_read(&owned, &path, None, u64::MAX)).await?;
+        let (dir, owned) = (self.dir.clone(), key.clone());
+        let opened = blocking(key, move || {
+            open_and_read(&dir, &owned, &path, None, u64::MAX)
+        })
+        .await?;
         Ok(opened.map(|o| (o.first, o.meta)))
     }
 }
@@ -98,12 +155,15 @@ struct Opened {
 }
 
 fn open_and_read(
+    dir: &ConfinedDir,
     key: &StoreKey,
     path: &std::path::Path,
     range: Option<StoreRange>,
     first_block: u64,
 ) -> Result<Option<Opened>, StoreError> {
     let io = |e| io_error(key, e);
+    dir.confine(path)
+        .map_err(|e| StoreError::from_backend(key, e))?;
     let file = match File::open(path) {
         Ok(f) => f,
         // A missing file, or a path through a file ("a/b" where "a" is a value).

@@ -3,24 +3,25 @@
 //! the server read or write goes through here.
 
 mod backends;
+mod confined;
+mod get;
 mod key;
 mod local;
 pub mod update;
 mod zip;
 
+pub use confined::{Escape, NameTooLong};
 pub use key::{node_path, StoreKey};
 pub use update::{Coordination, Outcome, Replacement, Updater};
 
+use std::borrow::Cow;
 use std::ops::Range;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use futures::TryStreamExt;
 use object_store::path::Path;
-use object_store::{
-    GetOptions, GetRange, ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload,
-    UpdateVersion,
-};
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
 
 /// Errors from the store layer.
 #[derive(Debug, thiserror::Error)]
@@ -52,6 +53,9 @@ pub enum StoreError {
     Conflict { key: String, attempts: u32 },
     #[error("the store does not support {what}")]
     NotSupported { what: String },
+    /// The key is reserved for the server, or leads outside the store's root.
+    #[error("key '{key}' is not accessible: {reason}")]
+    Forbidden { key: String, reason: String },
     #[error("store URL '{url}': {reason}")]
     BadUrl { url: String, reason: String },
     #[error("store error on '{key}': {source}")]
@@ -63,6 +67,54 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// The same error for another waiter on a shared load. Backend errors
+    /// keep their kind (a store fault, 502) with the original's message.
+    pub fn shared_copy(&self) -> StoreError {
+        let key = |k: &String| k.clone();
+        match self {
+            StoreError::InvalidKey { key: k, reason } => StoreError::InvalidKey {
+                key: key(k),
+                reason: reason.clone(),
+            },
+            StoreError::NotFound { key: k } => StoreError::NotFound { key: key(k) },
+            StoreError::Precondition { key: k } => StoreError::Precondition { key: key(k) },
+            StoreError::AlreadyExists { key: k } => StoreError::AlreadyExists { key: key(k) },
+            StoreError::NotModified { key: k } => StoreError::NotModified { key: key(k) },
+            StoreError::RangeNotSatisfiable {
+                key: k,
+                start,
+                end,
+                size,
+            } => StoreError::RangeNotSatisfiable {
+                key: key(k),
+                start: *start,
+                end: *end,
+                size: *size,
+            },
+            StoreError::ReadOnly { what } => StoreError::ReadOnly { what: what.clone() },
+            StoreError::Conflict { key: k, attempts } => StoreError::Conflict {
+                key: key(k),
+                attempts: *attempts,
+            },
+            StoreError::NotSupported { what } => StoreError::NotSupported { what: what.clone() },
+            StoreError::Forbidden { key: k, reason } => StoreError::Forbidden {
+                key: key(k),
+                reason: reason.clone(),
+            },
+            StoreError::BadUrl { url, reason } => StoreError::BadUrl {
+                url: url.clone(),
+                reason: reason.clone(),
+            },
+            StoreError::Backend { key: k, source } => StoreError::Backend {
+                key: key(k),
+                source: object_store::Error::Generic {
+                    store: "shared load",
+                    source: source.to_string().into(),
+                },
+            },
+        }
+    }
+
     fn from_backend(key: &StoreKey, err: object_store::Error) -> Self {
         let key = key.to_string();
         match err {
@@ -73,6 +125,18 @@ impl StoreError {
             object_store::Error::NotImplemented { .. } => StoreError::NotSupported {
                 what: format!("this operation (on '{key}')"),
             },
+            object_store::Error::Generic { source, .. } if source.is::<NameTooLong>() => {
+                StoreError::InvalidKey {
+                    key,
+                    reason: source.to_string(),
+                }
+            }
+            object_store::Error::Generic { source, .. } if source.is::<Escape>() => {
+                StoreError::Forbidden {
+                    key,
+                    reason: "it resolves outside the store's root through a symbolic link".into(),
+                }
+            }
             source => StoreError::Backend { key, source },
         }
     }
@@ -170,10 +234,28 @@ pub struct Store {
     local: Option<local::LocalReads>,
 }
 
+/// The object_store path of a key: the key as it is, so that objects and
+/// files carry the key's own (Unicode) name and other clients of the bucket
+/// or directory see the same names. Keys are validated (no control
+/// characters, no empty, `.` or `..` segments), which is all `parse` refuses.
 fn path_of(key: &StoreKey) -> Path {
-    // Keys are validated, so the parts are already safe for `Path`; `from`
-    // keeps them verbatim rather than percent-encoding them.
-    Path::from(key.as_str())
+    Path::parse(key.as_str()).unwrap_or_else(|_| Path::from(key.as_str()))
+}
+
+/// The key a listed location names; `None` when it is not a valid key.
+fn key_of(location: &Path) -> Option<StoreKey> {
+    StoreKey::new(location.as_ref()).ok()
+}
+
+/// Refuse keys in the server's own folder, at the root of every store.
+fn reserved(key: &StoreKey) -> Result<(), StoreError> {
+    if is_internal(key.as_str()) {
+        return Err(StoreError::Forbidden {
+            key: key.to_string(),
+            reason: format!("'{INTERNAL_PREFIX}/' is reserved for the server's lock files"),
+        });
+    }
+    Ok(())
 }
 
 impl Store {
@@ -219,29 +301,25 @@ impl Store {
         )
     }
 
-    /// A directory on the local file system, created if missing.
+    /// A directory on the local file system, created if missing. Symbolic
+    /// links are followed only while they stay inside it.
     pub fn local(dir: &std::path::Path) -> Result<Self, StoreError> {
-        std::fs::create_dir_all(dir).map_err(|e| StoreError::BadUrl {
+        let bad = |e: std::io::Error| StoreError::BadUrl {
             url: dir.display().to_string(),
             reason: e.to_string(),
-        })?;
-        let fs = object_store::local::LocalFileSystem::new_with_prefix(dir).map_err(|e| {
-            StoreError::BadUrl {
-                url: dir.display().to_string(),
-                reason: e.to_string(),
-            }
-        })?;
+        };
+        std::fs::create_dir_all(dir).map_err(bad)?;
+        let confined = Arc::new(confined::ConfinedDir::new(dir).map_err(bad)?);
         // LocalFileSystem cannot put conditionally: writers lock files instead.
         let coordination = Coordination::FileLocks {
             dir: dir.join(INTERNAL_PREFIX).join("locks"),
         };
-        let fs = Arc::new(fs);
         let mut store = Store::with_coordination(
-            fs.clone(),
+            Arc::new(confined::Confined(confined.clone())),
             format!("file://{}", dir.display()),
             coordination,
         );
-        store.local = Some(local::LocalReads::new(fs));
+        store.local = Some(local::LocalReads::new(confined));
         Ok(store)
     }
 
@@ -314,6 +392,36 @@ impl Store {
         ))
     }
 
+    /// The store that holds `key` (this one or a mount) and the key within
+    /// it. Every operation on a key goes through here, so the server's own
+    /// folder is refused at the root of every store, mounts included.
+    fn route<'a>(
+        &'a self,
+        key: &'a StoreKey,
+    ) -> Result<(&'a Store, Cow<'a, StoreKey>), StoreError> {
+        reserved(key)?;
+        match self.mount_for(key) {
+            Some((mount, inner)) => {
+                reserved(&inner)?;
+                Ok((mount, Cow::Owned(inner)))
+            }
+            None => Ok((self, Cow::Borrowed(key))),
+        }
+    }
+
+    fn path(&self, key: &StoreKey) -> Path {
+        path_of(key)
+    }
+
+    fn writable(&self) -> Result<(), StoreError> {
+        if self.read_only {
+            return Err(StoreError::ReadOnly {
+                what: self.description.clone(),
+            });
+        }
+        Ok(())
+    }
+
     /// Read-modify-write `key` safely against concurrent writers, with the
     /// coordination of the store that holds it (see [`Updater::update`]).
     pub async fn update<F, Fut, E>(
@@ -327,10 +435,7 @@ impl Store {
         Fut: std::future::Future<Output = Result<Replacement, E>>,
         E: update::UpdateError,
     {
-        let (store, key) = match self.mount_for(key) {
-            Some((m, k)) => (m, k),
-            None => (self, key.clone()),
-        };
+        let (store, key) = self.route(key)?;
         store.updater.update(store, &key, blind, update).await
     }
 
@@ -340,10 +445,7 @@ impl Store {
         key: &StoreKey,
         expected_etag: Option<&str>,
     ) -> Result<(), StoreError> {
-        let (store, key) = match self.mount_for(key) {
-            Some((m, k)) => (m, k),
-            None => (self, key.clone()),
-        };
+        let (store, key) = self.route(key)?;
         store.updater.delete(store, &key, expected_etag).await
     }
 
@@ -353,231 +455,6 @@ impl Store {
 
     pub fn backend(&self) -> &Arc<dyn ObjectStore> {
         &self.inner
-    }
-
-    /// The whole value, or `None` when the key is missing.
-    pub async fn get(&self, key: &StoreKey) -> Result<Option<Bytes>, StoreError> {
-        Ok(self.get_versioned(key).await?.map(|v| v.bytes))
-    }
-
-    /// The whole value with its version, or `None` when missing.
-    pub async fn get_versioned(&self, key: &StoreKey) -> Result<Option<Versioned>, StoreError> {
-        if let Some((m, k)) = self.mount_for(key) {
-            return Box::pin(m.get_versioned(&k)).await;
-        }
-        if let Some(local) = &self.local {
-            let got = local.get_whole(key).await?;
-            return Ok(got.map(|(bytes, meta)| Versioned { bytes, meta }));
-        }
-        match self.inner.get(&path_of(key)).await {
-            Ok(result) => {
-                let meta = key_meta(&result.meta);
-                let bytes = result
-                    .bytes()
-                    .await
-                    .map_err(|e| StoreError::from_backend(key, e))?;
-                Ok(Some(Versioned { bytes, meta }))
-            }
-            Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(StoreError::from_backend(key, e)),
-        }
-    }
-
-    /// A byte range of a value.
-    pub async fn get_range(&self, key: &StoreKey, range: Range<u64>) -> Result<Bytes, StoreError> {
-        if let Some((m, k)) = self.mount_for(key) {
-            return Box::pin(m.get_range(&k, range)).await;
-        }
-        self.inner
-            .get_range(&path_of(key), range)
-            .await
-            .map_err(|e| StoreError::from_backend(key, e))
-    }
-
-    /// The last `n` bytes of a value (or all of it when shorter), with its size.
-    /// `None` when the key is missing.
-    pub async fn get_suffix(
-        &self,
-        key: &StoreKey,
-        n: u64,
-    ) -> Result<Option<(Bytes, KeyMeta)>, StoreError> {
-        if let Some((m, k)) = self.mount_for(key) {
-            return Box::pin(m.get_suffix(&k, n)).await;
-        }
-        let options = GetOptions {
-            range: Some(GetRange::Suffix(n)),
-            ..Default::default()
-        };
-        match self.inner.get_opts(&path_of(key), options).await {
-            Ok(result) => {
-                let meta = key_meta(&result.meta);
-                let bytes = result
-                    .bytes()
-                    .await
-                    .map_err(|e| StoreError::from_backend(key, e))?;
-                Ok(Some((bytes, meta)))
-            }
-            Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(object_store::Error::NotSupported { .. }) => {
-                // Azure has no suffix ranges: the size first, then a bounded range.
-                let Some(meta) = self.head(key).await? else {
-                    return Ok(None);
-                };
-                let start = meta.size.saturating_sub(n);
-                let bytes = if start < meta.size {
-                    self.get_range(key, start..meta.size).await?
-                } else {
-                    Bytes::new()
-                };
-                Ok(Some((bytes, meta)))
-            }
-            Err(e) => Err(StoreError::from_backend(key, e)),
-        }
-    }
-
-    /// Several ranges of one value in one call, so the backend can coalesce them.
-    pub async fn get_ranges(
-        &self,
-        key: &StoreKey,
-        ranges: &[Range<u64>],
-    ) -> Result<Vec<Bytes>, StoreError> {
-        if let Some((m, k)) = self.mount_for(key) {
-            return Box::pin(m.get_ranges(&k, ranges)).await;
-        }
-        self.inner
-            .get_ranges(&path_of(key), ranges)
-            .await
-            .map_err(|e| StoreError::from_backend(key, e))
-    }
-
-    /// Size and version of a value, `None` when missing.
-    pub async fn head(&self, key: &StoreKey) -> Result<Option<KeyMeta>, StoreError> {
-        if let Some((m, k)) = self.mount_for(key) {
-            return Box::pin(m.head(&k)).await;
-        }
-        match self.inner.head(&path_of(key)).await {
-            Ok(meta) => Ok(Some(key_meta(&meta))),
-            Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(StoreError::from_backend(key, e)),
-        }
-    }
-
-    /// Stream a value or a range of it. A range that starts past the end is
-    /// [`StoreError::RangeNotSatisfiable`].
-    pub async fn get_with(
-        &self,
-        key: &StoreKey,
-        request: GetRequest,
-    ) -> Result<GetResponse, StoreError> {
-        if let Some((m, k)) = self.mount_for(key) {
-            return Box::pin(m.get_with(&k, request)).await;
-        }
-        if let Some(local) = &self.local {
-            return local
-                .get(key, request.range)
-                .await?
-                .ok_or_else(|| StoreError::NotFound {
-                    key: key.to_string(),
-                });
-        }
-        let range = request.range.clone().map(|r| match r {
-            StoreRange::Bounded(r) => GetRange::Bounded(r),
-            StoreRange::From(o) => GetRange::Offset(o),
-            StoreRange::Suffix(n) => GetRange::Suffix(n),
-        });
-        let options = GetOptions {
-            range,
-            ..Default::default()
-        };
-        let result = self.inner.get_opts(&path_of(key), options).await;
-        if let (Err(object_store::Error::NotSupported { .. }), Some(StoreRange::Suffix(n))) =
-            (&result, &request.range)
-        {
-            return Box::pin(self.get_suffix_as_bounded(key, *n)).await;
-        }
-        match result {
-            Ok(result) => {
-                let meta = key_meta(&result.meta);
-                let range = result.range.clone();
-                let owned = key.clone();
-                let body = match result.payload {
-                    // object_store streams local files in 8 KiB reads; serve
-                    // them in 1 MiB reads instead, each off the async threads.
-                    object_store::GetResultPayload::File(file, _) => {
-                        local::file_stream(file, range.clone(), owned)
-                    }
-                    object_store::GetResultPayload::Stream(stream) => stream
-                        .map(move |chunk| chunk.map_err(|e| StoreError::from_backend(&owned, e)))
-                        .boxed(),
-                };
-                Ok(GetResponse { meta, range, body })
-            }
-            Err(
-                e @ (object_store::Error::NotFound { .. }
-                | object_store::Error::Precondition { .. }
-                | object_store::Error::NotModified { .. }),
-            ) => Err(StoreError::from_backend(key, e)),
-            Err(e) => {
-                // Backends report a range past the end differently; check it here.
-                if let (Some(r), Some(meta)) = (&request.range, self.head(key).await?) {
-                    let start = match r {
-                        StoreRange::Bounded(r) => r.start,
-                        StoreRange::From(o) => *o,
-                        StoreRange::Suffix(_) => 0,
-                    };
-                    if start >= meta.size {
-                        return Err(StoreError::RangeNotSatisfiable {
-                            key: key.to_string(),
-                            start,
-                            end: start,
-                            size: meta.size,
-                        });
-                    }
-                }
-                Err(StoreError::from_backend(key, e))
-            }
-        }
-    }
-
-    /// A suffix range for stores that cannot read one (Azure): the size by a
-    /// HEAD, then the equivalent bounded range.
-    async fn get_suffix_as_bounded(
-        &self,
-        key: &StoreKey,
-        n: u64,
-    ) -> Result<GetResponse, StoreError> {
-        let meta = self.head(key).await?.ok_or_else(|| StoreError::NotFound {
-            key: key.to_string(),
-        })?;
-        if meta.size == 0 {
-            let body = futures::stream::empty().boxed();
-            return Ok(GetResponse {
-                meta,
-                range: 0..0,
-                body,
-            });
-        }
-        let range = StoreRange::Bounded(meta.size.saturating_sub(n)..meta.size);
-        self.get_with(key, GetRequest { range: Some(range) }).await
-    }
-
-    /// Ask the store whether `key` still has ETag `e_tag`, without reading it
-    /// (a conditional HEAD: `If-None-Match`).
-    pub async fn changed_since(&self, key: &StoreKey, e_tag: &str) -> Result<Change, StoreError> {
-        if let Some((m, k)) = self.mount_for(key) {
-            return Box::pin(m.changed_since(&k, e_tag)).await;
-        }
-        let options = GetOptions {
-            if_none_match: Some(e_tag.to_string()),
-            head: true,
-            ..Default::default()
-        };
-        match self.inner.get_opts(&path_of(key), options).await {
-            Ok(result) => Ok(Change::Changed(key_meta(&result.meta))),
-            Err(object_store::Error::NotModified { .. }) => Ok(Change::Unchanged),
-            Err(object_store::Error::NotFound { .. }) => Ok(Change::Missing),
-            Err(e) => Err(StoreError::from_backend(key, e)),
-        }
     }
 
     /// Every key below `prefix` with its size.
@@ -596,7 +473,8 @@ impl Store {
                 })
                 .collect());
         }
-        let path = (!prefix.is_root()).then(|| path_of(prefix));
+        reserved(prefix)?;
+        let path = (!prefix.is_root()).then(|| self.path(prefix));
         let metas: Vec<_> = self
             .inner
             .list(path.as_ref())
@@ -605,7 +483,7 @@ impl Store {
             .map_err(|e| StoreError::from_backend(prefix, e))?;
         Ok(metas
             .into_iter()
-            .filter_map(|m| StoreKey::new(m.location.as_ref()).ok().map(|k| (k, m.size)))
+            .filter_map(|m| key_of(&m.location).map(|k| (k, m.size)))
             .filter(|(k, _)| !is_internal(k.as_str()))
             .collect())
     }
@@ -622,14 +500,8 @@ impl Store {
         value: Bytes,
         condition: PutCondition,
     ) -> Result<Version, StoreError> {
-        if let Some((m, k)) = self.mount_for(key) {
-            return Box::pin(m.put_with(&k, value, condition)).await;
-        }
-        if self.read_only {
-            return Err(StoreError::ReadOnly {
-                what: self.description.clone(),
-            });
-        }
+        let (store, key) = self.route(key)?;
+        store.writable()?;
         if key.is_root() {
             return Err(StoreError::InvalidKey {
                 key: String::new(),
@@ -648,11 +520,11 @@ impl Store {
             mode,
             ..Default::default()
         };
-        let result = self
+        let result = store
             .inner
-            .put_opts(&path_of(key), PutPayload::from_bytes(value), options)
+            .put_opts(&store.path(&key), PutPayload::from_bytes(value), options)
             .await
-            .map_err(|e| StoreError::from_backend(key, e))?;
+            .map_err(|e| StoreError::from_backend(&key, e))?;
         Ok(Version {
             e_tag: result.e_tag,
             version: result.version,
@@ -661,17 +533,11 @@ impl Store {
 
     /// Delete a value; deleting a missing key succeeds.
     pub async fn delete(&self, key: &StoreKey) -> Result<(), StoreError> {
-        if let Some((m, k)) = self.mount_for(key) {
-            return Box::pin(m.delete(&k)).await;
-        }
-        if self.read_only {
-            return Err(StoreError::ReadOnly {
-                what: self.description.clone(),
-            });
-        }
-        match self.inner.delete(&path_of(key)).await {
+        let (store, key) = self.route(key)?;
+        store.writable()?;
+        match store.inner.delete(&store.path(&key)).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-            Err(e) => Err(StoreError::from_backend(key, e)),
+            Err(e) => Err(StoreError::from_backend(&key, e)),
         }
     }
 
@@ -689,23 +555,23 @@ impl Store {
 
     /// One level below `prefix`: the keys and sub-prefixes there, as relative names.
     pub async fn list_dir(&self, prefix: &StoreKey) -> Result<Listing, StoreError> {
-        if let Some((m, k)) = self.mount_for(prefix) {
-            return Box::pin(m.list_dir(&k)).await;
-        }
-        let path = (!prefix.is_root()).then(|| path_of(prefix));
-        let result = self
+        let (store, inner) = self.route(prefix)?;
+        let path = (!inner.is_root()).then(|| store.path(&inner));
+        let result = store
             .inner
             .list_with_delimiter(path.as_ref())
             .await
             .map_err(|e| StoreError::from_backend(prefix, e))?;
         let strip = |p: &Path| -> Option<String> {
-            let full = p.as_ref();
-            let rel = if prefix.is_root() {
-                full
+            let full = key_of(p)?;
+            let rel = if inner.is_root() {
+                full.as_str()
             } else {
-                full.strip_prefix(prefix.as_str())?.strip_prefix('/')?
+                full.as_str()
+                    .strip_prefix(inner.as_str())?
+                    .strip_prefix('/')?
             };
-            (!rel.is_empty() && !is_internal(full)).then(|| rel.to_string())
+            (!rel.is_empty() && !is_internal(full.as_str())).then(|| rel.to_string())
         };
         let mut listing = Listing {
             keys: result
@@ -719,10 +585,10 @@ impl Store {
             listing
                 .prefixes
                 .extend(self.mounts.iter().map(|(name, _)| name.clone()));
-            listing.prefixes.dedup();
         }
         listing.keys.sort();
         listing.prefixes.sort();
+        listing.prefixes.dedup();
         Ok(listing)
     }
 

@@ -15,10 +15,26 @@ async fn conformance(store: Store) {
         .put(&k("a/c/d"), Bytes::from_static(b"x"))
         .await
         .unwrap();
+    // The server's own folder exists (lock files are made beside the
+    // store), but no operation through the store reaches it.
     store
-        .put(&k("__zarrd/locks/x"), Bytes::from_static(b""))
+        .backend()
+        .put(
+            &path_of(&k("__zarrd/locks/x")),
+            Bytes::from_static(b"").into(),
+        )
         .await
         .unwrap();
+    for refused in [
+        store.put(&k("__zarrd/locks/x"), Bytes::new()).await.err(),
+        store.get(&k("__zarrd/locks/x")).await.err(),
+        store.delete(&k("__zarrd/locks/x")).await.err(),
+    ] {
+        assert!(
+            matches!(refused, Some(StoreError::Forbidden { .. })),
+            "{refused:?}"
+        );
+    }
 
     assert_eq!(
         store.get(&k("a/b")).await.unwrap().unwrap(),

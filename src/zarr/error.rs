@@ -60,6 +60,47 @@ impl ZarrError {
         }
     }
 
+    /// Whether a read failed because the value changed under it (the
+    /// version it was pinned to is gone); reading again is the answer.
+    pub fn is_version_change(&self) -> bool {
+        matches!(self, ZarrError::Store(StoreError::Precondition { .. }))
+    }
+
+    /// A copy of an error that several waiters share (a cache load that
+    /// failed): the same kind, so each waiter gets the same status.
+    pub fn shared_copy(&self) -> ZarrError {
+        match self {
+            ZarrError::Store(e) => ZarrError::Store(e.shared_copy()),
+            ZarrError::Metadata { key, reason } => ZarrError::Metadata {
+                key: key.clone(),
+                reason: reason.clone(),
+            },
+            ZarrError::NodeNotFound { path } => ZarrError::NodeNotFound { path: path.clone() },
+            ZarrError::NodeExists { path } => ZarrError::NodeExists { path: path.clone() },
+            ZarrError::WrongNodeType {
+                path,
+                expected,
+                found,
+            } => ZarrError::WrongNodeType {
+                path: path.clone(),
+                expected,
+                found,
+            },
+            ZarrError::Codec { codec, reason } => ZarrError::Codec {
+                codec: codec.clone(),
+                reason: reason.clone(),
+            },
+            ZarrError::CorruptChunk { key, reason } => ZarrError::CorruptChunk {
+                key: key.clone(),
+                reason: reason.clone(),
+            },
+            ZarrError::DataType(m) => ZarrError::DataType(m.clone()),
+            ZarrError::FillValue(m) => ZarrError::FillValue(m.clone()),
+            ZarrError::Selection(m) => ZarrError::Selection(m.clone()),
+            ZarrError::Data(m) => ZarrError::Data(m.clone()),
+        }
+    }
+
     /// Attach a store key to a codec failure, turning it into a corrupt-chunk error.
     pub fn for_chunk(self, key: &str) -> Self {
         match self {

@@ -41,10 +41,12 @@ pub struct ArraySpec {
     /// Byte order for v2 (`|`-less types ignore it).
     pub endian: Endian,
     pub fill_value: Value,
-    /// v3 codecs (array→array, array→bytes, bytes→bytes); default bytes + zstd.
+    /// v3 codecs (array→array, array→bytes, bytes→bytes); `None`: the
+    /// serializer + zstd, `Some(null)`: the serializer alone.
     pub codecs: Option<Value>,
-    /// v2 compressor (`null` for none); default blosc lz4.
+    /// v2 compressor; `None`: blosc lz4, `Some(null)`: none.
     pub compressor: Option<Value>,
+    /// v2 filters; `None`: what the dtype needs (vlen), `Some(null)`: none.
     pub filters: Option<Value>,
     pub order: Order,
     pub dimension_names: Option<Vec<Option<String>>>,
@@ -102,7 +104,9 @@ pub fn guess_chunks(shape: &[u64], typesize: usize) -> Vec<u64> {
     chunks.into_iter().map(|c| c as u64).collect()
 }
 
-fn default_v3_codecs(dtype: &DataType) -> Value {
+/// zarr-python 3's default codecs for `dtype`: its serializer, then zstd
+/// unless `compress` is false (`codecs: null`, like `compressors=None`).
+fn default_v3_codecs(dtype: &DataType, compress: bool) -> Value {
     let zstd = json!({"name": "zstd", "configuration": {"level": 0, "checksum": false}});
     let serializer = match dtype {
         DataType::String => json!({"name": "vlen-utf8", "configuration": {}}),
@@ -110,7 +114,11 @@ fn default_v3_codecs(dtype: &DataType) -> Value {
         d if d.has_byte_order() => json!({"name": "bytes", "configuration": {"endian": "little"}}),
         _ => json!({"name": "bytes"}),
     };
-    json!([serializer, zstd])
+    if compress {
+        json!([serializer, zstd])
+    } else {
+        json!([serializer])
+    }
 }
 
 /// The metadata documents of an array: (name, document) pairs.
@@ -230,8 +238,10 @@ impl Hierarchy {
         }
     }
 
-    /// The nodes directly below a group, by name.
-    pub async fn children(&self, path: &StoreKey) -> Result<Vec<(String, NodeMetadata)>> {
+    /// The nodes directly below a group, by name. A child whose metadata
+    /// cannot be read is listed with its error, so one broken node does not
+    /// hide its siblings; store failures still fail the whole call.
+    pub async fn children(&self, path: &StoreKey) -> Result<Vec<(String, Result<NodeMetadata>)>> {
         let listing = self.store.list_dir(path).await?;
         let mut out = Vec::new();
         for name in listing.prefixes {
@@ -239,9 +249,10 @@ impl Hierarchy {
             match self.node(&child).await {
                 Ok(NodeMetadata::Group(g))
                     if g.implicit && !self.has_descendant_node(&child).await? => {}
-                Ok(node) => out.push((name, node)),
+                Ok(node) => out.push((name, Ok(node))),
                 Err(ZarrError::NodeNotFound { .. }) => {}
-                Err(e) => return Err(e),
+                Err(e @ ZarrError::Store(_)) => return Err(e),
+                Err(e) => out.push((name, Err(e))),
             }
         }
         Ok(out)
@@ -255,11 +266,12 @@ impl Hierarchy {
             .any(|k| matches!(k.name(), "zarr.json" | ".zarray" | ".zgroup" | "meta")))
     }
 
-    /// Every node at and below `path`, as (path relative to the store root, node),
-    /// using consolidated metadata when the start node has it.
-    pub async fn walk(&self, path: &StoreKey) -> Result<Vec<(String, NodeMetadata)>> {
+    /// Every node at and below `path`, as (path relative to the store root,
+    /// node or why it cannot be read), using consolidated metadata when the
+    /// start node has it.
+    pub async fn walk(&self, path: &StoreKey) -> Result<Vec<(String, Result<NodeMetadata>)>> {
         let root = self.node(path).await?;
-        let mut out = vec![(path.to_string(), root.clone())];
+        let mut out = vec![(path.to_string(), Ok(root.clone()))];
         if let NodeMetadata::Group(GroupMetadata {
             consolidated: Some(nodes),
             ..
@@ -269,7 +281,7 @@ impl Hierarchy {
                 if rel.is_empty() {
                     continue;
                 }
-                out.push((path.join(rel)?.to_string(), node.clone()));
+                out.push((path.join(rel)?.to_string(), Ok(node.clone())));
             }
             return Ok(out);
         }
@@ -277,7 +289,7 @@ impl Hierarchy {
         while let Some(group) = stack.pop() {
             for (name, node) in self.children(&group).await? {
                 let child = group.join(&name)?;
-                if matches!(node, NodeMetadata::Group(_)) {
+                if matches!(node, Ok(NodeMetadata::Group(_))) {
                     stack.push(child.clone());
                 }
                 out.push((child.to_string(), node));
@@ -387,10 +399,11 @@ impl Hierarchy {
         let fill_value = parse_fill(&spec.dtype, &spec.fill_value)?;
         let (chunk_shape, codecs) = match spec.zarr_format {
             3 => {
-                let inner = spec
-                    .codecs
-                    .clone()
-                    .unwrap_or_else(|| default_v3_codecs(&spec.dtype));
+                let inner = match &spec.codecs {
+                    None => default_v3_codecs(&spec.dtype, true),
+                    Some(Value::Null) => default_v3_codecs(&spec.dtype, false),
+                    Some(codecs) => codecs.clone(),
+                };
                 match &spec.shards {
                     Some(shards) => (
                         shards.clone(),

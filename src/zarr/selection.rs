@@ -344,6 +344,27 @@ impl Resolved {
         self.shape().iter().product()
     }
 
+    /// At least as many chunks as the selection touches, computed without
+    /// listing them (to bound work before it starts).
+    pub fn chunk_count_bound(&self, chunk_shape: &[u64]) -> u64 {
+        match self {
+            Resolved::Points { coords } => coords.len() as u64,
+            Resolved::Orthogonal(dims) => dims
+                .iter()
+                .zip(chunk_shape)
+                .map(|(d, &c)| match &d.indices {
+                    Indices::Range { len: 0, .. } => 0,
+                    Indices::Range { start, step, len } => {
+                        let last = start.saturating_add(step.saturating_mul(len - 1));
+                        let spanned = (last / c.max(1)) - (start / c.max(1)) + 1;
+                        spanned.min(*len)
+                    }
+                    Indices::List(l) => l.len() as u64,
+                })
+                .fold(1u64, u64::saturating_mul),
+        }
+    }
+
     /// The chunks the selection touches (grid coordinates), each with its part.
     pub fn chunks(&self, chunk_shape: &[u64]) -> Vec<(Vec<u64>, ChunkPart)> {
         match self {

@@ -36,28 +36,7 @@ pub struct Array {
 impl Array {
     /// Bind metadata to the array at `path` in `store`, building its codecs.
     pub fn new(store: Store, path: StoreKey, meta: ArrayMetadata) -> Result<Self> {
-        let chunk_repr = ChunkRepr {
-            shape: meta.chunk_shape.iter().map(|&c| c as usize).collect(),
-            dtype: meta.dtype.clone(),
-            fill: meta.fill_value.clone(),
-        };
-        let chain = match &meta.codecs {
-            CodecSpec::V3(codecs) => build_v3_chain(codecs, &chunk_repr),
-            CodecSpec::V2 {
-                filters,
-                compressor,
-                endian,
-            } => build_v2_chain(
-                &V2Filters {
-                    filters,
-                    compressor,
-                    fortran_order: meta.order == Order::F,
-                    endian: *endian,
-                },
-                &chunk_repr,
-            ),
-        }
-        .map_err(|e| ZarrError::metadata(&metadata_key(&path, meta.zarr_format), e.to_string()))?;
+        let (chain, chunk_repr) = build_chain(&path, &meta)?;
         Ok(Array {
             store,
             path,
@@ -66,6 +45,14 @@ impl Array {
             chunk_repr,
             source: Arc::new(Direct),
         })
+    }
+
+    /// Whether array metadata can be read and written: its codecs exist,
+    /// their configurations are valid, and they fit the chunk shape and data
+    /// type. A document that parses but fails this would leave every request
+    /// on the array failing.
+    pub fn check_metadata(path: &StoreKey, meta: &ArrayMetadata) -> Result<()> {
+        build_chain(path, meta).map(|_| ())
     }
 
     /// Read chunks through `source` (a cache) instead of straight from the store.
@@ -136,6 +123,32 @@ impl Array {
     pub fn encode_chunk(&self, data: ArrayBytes) -> Result<Vec<u8>> {
         self.chain.encode(data, &self.chunk_repr)
     }
+}
+
+fn build_chain(path: &StoreKey, meta: &ArrayMetadata) -> Result<(CodecChain, ChunkRepr)> {
+    let chunk_repr = ChunkRepr {
+        shape: meta.chunk_shape.iter().map(|&c| c as usize).collect(),
+        dtype: meta.dtype.clone(),
+        fill: meta.fill_value.clone(),
+    };
+    let chain = match &meta.codecs {
+        CodecSpec::V3(codecs) => build_v3_chain(codecs, &chunk_repr),
+        CodecSpec::V2 {
+            filters,
+            compressor,
+            endian,
+        } => build_v2_chain(
+            &V2Filters {
+                filters,
+                compressor,
+                fortran_order: meta.order == Order::F,
+                endian: *endian,
+            },
+            &chunk_repr,
+        ),
+    }
+    .map_err(|e| ZarrError::metadata(&metadata_key(path, meta.zarr_format), e.to_string()))?;
+    Ok((chain, chunk_repr))
 }
 
 /// The key of the document holding an array's metadata.

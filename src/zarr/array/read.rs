@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use futures::{StreamExt, TryStreamExt};
 
 use super::{run_blocking, Array, CHUNK_CONCURRENCY};
-use crate::store::StoreKey;
+use crate::store::{KeyMeta, StoreKey};
 use crate::zarr::buffer::{copy_mapped, ArrayBytes};
 use crate::zarr::codec::ShardIndex;
 use crate::zarr::dtype::DataType;
@@ -142,25 +142,32 @@ impl Array {
             };
             return self
                 .decode_shard_index(key, &bytes, meta.size)
-                .map(|i| Some((i, meta.size)));
+                .map(|i| Some((i.pinned(meta.version.e_tag), meta.size)));
         }
         let Some(meta) = self.store.head(key).await? else {
             return Ok(None);
         };
-        self.read_shard_index_of(key, meta.size)
+        self.read_shard_index_of(key, &meta)
             .await
             .map(|i| Some((i, meta.size)))
     }
 
-    /// The index of a shard whose length is known, by a bounded range (for
-    /// stores that refuse suffix ranges, and when the size is cached).
-    pub async fn read_shard_index_of(&self, key: &StoreKey, shard_len: u64) -> Result<ShardIndex> {
+    /// The index of the shard version `meta` describes, by a bounded range
+    /// of that version (for stores that refuse suffix ranges, and when the
+    /// size is known).
+    pub async fn read_shard_index_of(&self, key: &StoreKey, meta: &KeyMeta) -> Result<ShardIndex> {
         let sharding = self.sharding()?;
         let range = sharding
-            .index_range(&self.chunk_repr.shape, shard_len)
+            .index_range(&self.chunk_repr.shape, meta.size)
             .map_err(|e| e.for_chunk(key.as_str()))?;
-        let bytes = self.store.get_range(key, range).await?;
-        self.decode_shard_index(key, &bytes, shard_len)
+        let e_tag = meta.version.e_tag.clone();
+        let bytes = self
+            .store
+            .get_range_at(key, range, e_tag.as_deref())
+            .await?;
+        Ok(self
+            .decode_shard_index(key, &bytes, meta.size)?
+            .pinned(e_tag))
     }
 
     fn decode_shard_index(
@@ -217,6 +224,9 @@ impl Array {
         Ok(())
     }
 
+    /// Read a selection's part of one shard. The index and the inner chunks
+    /// come from one version of the shard; when a writer replaces the shard
+    /// in between, the read starts over with the new version.
     async fn read_from_shard(
         &self,
         shard: &[u64],
@@ -225,17 +235,38 @@ impl Array {
         out_shape: &[usize],
     ) -> Result<()> {
         let key = self.chunk_key(shard)?;
-        let Some(index) = self.source.shard_index(self, &key).await? else {
+        let mut attempt = 0;
+        loop {
+            match self.read_shard_version(&key, &parts, out, out_shape).await {
+                Err(e) if e.is_version_change() && attempt < SHARD_READ_ATTEMPTS => {
+                    attempt += 1;
+                    self.source.invalidate(&key);
+                    // Writers of one shard follow each other closely; give this one room.
+                    tokio::time::sleep(std::time::Duration::from_millis(attempt as u64)).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
+    async fn read_shard_version(
+        &self,
+        key: &StoreKey,
+        parts: &[(usize, ChunkPart)],
+        out: &Output,
+        out_shape: &[usize],
+    ) -> Result<()> {
+        let Some(index) = self.source.shard_index(self, key).await? else {
             return Ok(());
         };
         let (wanted, parts): (Vec<_>, Vec<_>) = parts
-            .into_iter()
-            .filter_map(|(i, part)| index.range(i).map(|r| ((i, r), part)))
+            .iter()
+            .filter_map(|(i, part)| index.range(*i).map(|r| ((*i, r), part.clone())))
             .unzip();
         if wanted.is_empty() {
             return Ok(());
         }
-        let chunks = self.source.inner_chunks(self, &key, &wanted).await?;
+        let chunks = self.source.inner_chunks(self, key, &index, &wanted).await?;
         let inner_shape = self
             .chain
             .sharding()
@@ -250,6 +281,9 @@ impl Array {
         Ok(())
     }
 }
+
+/// How often a shard read starts over when writers keep replacing the shard.
+const SHARD_READ_ATTEMPTS: u32 = 20;
 
 /// One field taken out of structured data.
 #[derive(Debug, Clone)]

@@ -23,11 +23,14 @@ pub trait ChunkSource: Send + Sync + std::fmt::Debug {
     /// The index of the shard at `key`, `None` when the shard is not stored.
     async fn shard_index(&self, array: &Array, key: &StoreKey) -> Result<Option<Arc<ShardIndex>>>;
 
-    /// Inner chunks `wanted` (index in the shard, byte range) of the shard at `key`.
+    /// Inner chunks `wanted` (index in the shard, byte range) of the shard
+    /// at `key`, from the shard version `index` was read from; a
+    /// [`crate::store::StoreError::Precondition`] when that version is gone.
     async fn inner_chunks(
         &self,
         array: &Array,
         key: &StoreKey,
+        index: &ShardIndex,
         wanted: &[(usize, Range<u64>)],
     ) -> Result<Vec<Arc<ArrayBytes>>>;
 
@@ -49,14 +52,19 @@ pub async fn decode_chunk(
     run_blocking(move || array.decode_chunk(&key, Vec::from(bytes)).map(Arc::new)).await
 }
 
-/// Fetch inner chunks in one vectored read and decode them in parallel.
+/// Fetch inner chunks in one vectored read of the shard version `index`
+/// describes, and decode them in parallel.
 pub async fn fetch_inner_chunks(
     array: &Array,
     key: &StoreKey,
+    index: &ShardIndex,
     wanted: &[(usize, Range<u64>)],
 ) -> Result<Vec<Arc<ArrayBytes>>> {
     let ranges: Vec<Range<u64>> = wanted.iter().map(|(_, r)| r.clone()).collect();
-    let blobs = array.store().get_ranges(key, &ranges).await?;
+    let blobs = array
+        .store()
+        .get_ranges_at(key, &ranges, index.e_tag())
+        .await?;
     let decodes = blobs.into_iter().map(|blob| {
         let (array, key) = (array.clone(), key.clone());
         run_blocking(move || {
@@ -90,8 +98,9 @@ impl ChunkSource for Direct {
         &self,
         array: &Array,
         key: &StoreKey,
+        index: &ShardIndex,
         wanted: &[(usize, Range<u64>)],
     ) -> Result<Vec<Arc<ArrayBytes>>> {
-        fetch_inner_chunks(array, key, wanted).await
+        fetch_inner_chunks(array, key, index, wanted).await
     }
 }

@@ -39,6 +39,59 @@ pub struct ChunkUpdate {
     pub full: bool,
 }
 
+/// Where a write's values come from.
+#[derive(Debug)]
+enum Values {
+    /// One value per selected element, in the selection's block shape.
+    Block(ArrayBytes, Vec<usize>),
+    /// One value for every selected element (a broadcast): never expanded
+    /// beyond one chunk's part, so a write of any size needs chunk-sized memory.
+    Scalar(ArrayBytes),
+}
+
+impl Values {
+    /// Put these values' share of `part` into `chunk`.
+    fn gather(&self, part: &ChunkPart, chunk: &mut ArrayBytes, chunk_shape: &[usize], elem: usize) {
+        match self {
+            Values::Block(data, shape) => gather_part(data, shape, part, chunk, chunk_shape, elem),
+            Values::Scalar(value) => {
+                // The part as its own small block of the scalar, at most one chunk.
+                let (shape, part) = match part {
+                    ChunkPart::Block(maps) => (
+                        maps.iter().map(|m| m.src.len()).collect::<Vec<_>>(),
+                        ChunkPart::Block(
+                            maps.iter()
+                                .map(|m| DimMap {
+                                    src: m.src.clone(),
+                                    dst: (0..m.src.len()).collect(),
+                                })
+                                .collect(),
+                        ),
+                    ),
+                    ChunkPart::Points(points) => (
+                        vec![points.len()],
+                        ChunkPart::Points(
+                            points
+                                .iter()
+                                .enumerate()
+                                .map(|(i, (_, local))| (i, local.clone()))
+                                .collect(),
+                        ),
+                    ),
+                };
+                let element = match value {
+                    ArrayBytes::Fixed(b) => b.clone(),
+                    ArrayBytes::Variable(v) => v.first().cloned().unwrap_or_default(),
+                };
+                let n = shape.iter().product();
+                let block =
+                    ArrayBytes::filled(&element, n, matches!(value, ArrayBytes::Variable(_)));
+                gather_part(&block, &shape, &part, chunk, chunk_shape, elem);
+            }
+        }
+    }
+}
+
 /// Copy the selected values from `data` (of `data_shape`) into a chunk.
 fn gather_part(
     data: &ArrayBytes,
@@ -131,21 +184,39 @@ impl Array {
     /// Write `data` (the selection's block shape, C order) into `selection`.
     pub async fn write(&self, selection: &Resolved, data: ArrayBytes) -> Result<WriteStats> {
         self.check_data(selection, &data)?;
-        let data = Arc::new(data);
-        let data_shape = selection.block_shape();
+        let values = Values::Block(data, selection.block_shape());
+        self.write_values(selection, Arc::new(values)).await
+    }
+
+    /// Write one value (`value` holds one element) into every element of
+    /// `selection`, chunk by chunk.
+    pub async fn write_broadcast(
+        &self,
+        selection: &Resolved,
+        value: ArrayBytes,
+    ) -> Result<WriteStats> {
+        let one = Resolved::Points {
+            coords: vec![vec![0; self.shape().len()]],
+        };
+        self.check_data(&one, &value)?;
+        self.write_values(selection, Arc::new(Values::Scalar(value)))
+            .await
+    }
+
+    async fn write_values(&self, selection: &Resolved, values: Arc<Values>) -> Result<WriteStats> {
         let updates = self.plan_write(selection);
         if self.chain.sharding().is_some() {
-            return self.write_sharded(updates, data, data_shape).await;
+            return self.write_sharded(updates, values).await;
         }
         futures::stream::iter(updates)
             .map(|update| {
-                let (data, data_shape) = (data.clone(), data_shape.clone());
+                let values = values.clone();
                 async move {
                     let elem = self.elem_size();
                     let chunk_shape = self.chunk_repr.shape.clone();
                     let part = update.part.clone();
                     self.update_chunk(&update.coords, update.full, move |chunk| {
-                        gather_part(&data, &data_shape, &part, chunk, &chunk_shape, elem);
+                        values.gather(&part, chunk, &chunk_shape, elem);
                     })
                     .await
                 }
@@ -198,8 +269,7 @@ impl Array {
     async fn write_sharded(
         &self,
         updates: Vec<ChunkUpdate>,
-        data: Arc<ArrayBytes>,
-        data_shape: Vec<usize>,
+        values: Arc<Values>,
     ) -> Result<WriteStats> {
         let Some(sharding) = self.chain.sharding() else {
             return Ok(WriteStats::default());
@@ -224,8 +294,8 @@ impl Array {
         }
         futures::stream::iter(by_shard)
             .map(|(shard, inner)| {
-                let (data, data_shape) = (data.clone(), data_shape.clone());
-                async move { self.update_shard(&shard, inner, data, data_shape).await }
+                let values = values.clone();
+                async move { self.update_shard(&shard, inner, values).await }
             })
             .buffer_unordered(CHUNK_CONCURRENCY)
             .try_fold(
@@ -237,27 +307,21 @@ impl Array {
 
     /// Read-modify-write one shard (the unit of locking and compare-and-swap
     /// for sharded arrays), re-encoding only the inner chunks written.
-    pub async fn update_shard(
+    async fn update_shard(
         &self,
         shard: &[u64],
         inner: Vec<(usize, ChunkUpdate)>,
-        data: Arc<ArrayBytes>,
-        data_shape: Vec<usize>,
+        values: Arc<Values>,
     ) -> Result<WriteStats> {
         let key = self.chunk_key(shard)?;
         let inner = Arc::new(inner);
         let outcome = self
             .store
             .update(&key, false, |current: Option<Versioned>| {
-                let (this, key, inner, data, data_shape) = (
-                    self.clone(),
-                    key.clone(),
-                    inner.clone(),
-                    data.clone(),
-                    data_shape.clone(),
-                );
+                let (this, key, inner, values) =
+                    (self.clone(), key.clone(), inner.clone(), values.clone());
                 run_blocking(move || {
-                    this.rewrite_shard(&key, current.map(|v| v.bytes), &inner, &data, &data_shape)
+                    this.rewrite_shard(&key, current.map(|v| v.bytes), &inner, &values)
                 })
             })
             .await;
@@ -270,8 +334,7 @@ impl Array {
         key: &StoreKey,
         existing: Option<bytes::Bytes>,
         inner: &[(usize, ChunkUpdate)],
-        data: &ArrayBytes,
-        data_shape: &[usize],
+        values: &Values,
     ) -> Result<Replacement> {
         let sharding = self.sharding()?;
         let shard_shape = &self.chunk_repr.shape;
@@ -302,9 +365,7 @@ impl Array {
                     .map_err(|e| e.for_chunk(key.as_str()))?,
                 _ => inner_repr.filled(),
             };
-            gather_part(
-                data,
-                data_shape,
+            values.gather(
                 &update.part,
                 &mut chunk,
                 &inner_repr.shape,

@@ -269,6 +269,14 @@ impl BytesToBytesCodec for BloscCodec {
         decompress(&bytes)
     }
 
+    fn decode_bounded(&self, bytes: Vec<u8>, limit: usize) -> Result<Vec<u8>> {
+        // The header states the decoded size; refuse it before allocating.
+        if cbuffer_sizes(&bytes)?.0 > limit {
+            return Err(super::too_large("blosc", limit));
+        }
+        decompress(&bytes)
+    }
+
     fn to_v3(&self) -> Value {
         let shuffle = match self.shuffle_code() {
             0 => "noshuffle",

@@ -5,7 +5,7 @@ use std::io::{Read, Write};
 
 use serde_json::{json, Value};
 
-use super::{v3_entry, BytesToBytesCodec};
+use super::{too_large, v3_entry, BytesToBytesCodec};
 use crate::zarr::error::{Result, ZarrError};
 
 /// How a codec names itself in v3 metadata: a core name, or `numcodecs.<id>`.
@@ -17,6 +17,16 @@ fn read_all(codec: &str, mut reader: impl Read, size_hint: usize) -> Result<Vec<
     reader
         .read_to_end(&mut out)
         .map_err(|e| ZarrError::codec(codec, format!("corrupt input: {e}")))?;
+    Ok(out)
+}
+
+/// A decoder's output, but never more than `limit` bytes: the stream is
+/// read one byte past the limit to tell "exactly full" from "too much".
+fn read_bounded(codec: &str, reader: impl Read, limit: usize, size_hint: usize) -> Result<Vec<u8>> {
+    let out = read_all(codec, reader.take(limit as u64 + 1), size_hint.min(limit))?;
+    if out.len() > limit {
+        return Err(too_large(codec, limit));
+    }
     Ok(out)
 }
 
@@ -76,18 +86,17 @@ impl BytesToBytesCodec for Deflate {
     }
 
     fn decode(&self, bytes: Vec<u8>) -> Result<Vec<u8>> {
+        self.decode_bounded(bytes, usize::MAX - 1)
+    }
+
+    fn decode_bounded(&self, bytes: Vec<u8>, limit: usize) -> Result<Vec<u8>> {
+        let hint = bytes.len().saturating_mul(4);
         if self.gzip {
-            read_all(
-                self.name.0,
-                flate2::read::MultiGzDecoder::new(&bytes[..]),
-                bytes.len() * 4,
-            )
+            let reader = flate2::read::MultiGzDecoder::new(&bytes[..]);
+            read_bounded(self.name.0, reader, limit, hint)
         } else {
-            read_all(
-                self.name.0,
-                flate2::read::ZlibDecoder::new(&bytes[..]),
-                bytes.len() * 4,
-            )
+            let reader = flate2::read::ZlibDecoder::new(&bytes[..]);
+            read_bounded(self.name.0, reader, limit, hint)
         }
     }
 
@@ -135,12 +144,18 @@ impl BytesToBytesCodec for Zstd {
     }
 
     fn decode(&self, bytes: Vec<u8>) -> Result<Vec<u8>> {
+        self.decode_bounded(bytes, 1 << 30)
+    }
+
+    fn decode_bounded(&self, bytes: Vec<u8>, limit: usize) -> Result<Vec<u8>> {
         let size = zstd::zstd_safe::get_frame_content_size(&bytes)
             .ok()
             .flatten()
             .unwrap_or(0);
-        // A corrupt header may claim any size; only trust it up to 1 GiB.
-        let size = (size as usize).min(1 << 30);
+        if size > limit as u64 {
+            return Err(too_large("zstd", limit));
+        }
+        let size = size as usize;
         if size > 0 {
             // One shot into a buffer of the stated size, with this thread's
             // context: no window buffer, no context set-up per chunk. Several
@@ -156,7 +171,7 @@ impl BytesToBytesCodec for Zstd {
         }
         let decoder = zstd::stream::read::Decoder::new(&bytes[..])
             .map_err(|e| ZarrError::codec("zstd", e.to_string()))?;
-        read_all("zstd", decoder, size)
+        read_bounded("zstd", decoder, limit, size)
     }
 
     fn to_v3(&self) -> Value {
@@ -189,11 +204,11 @@ impl BytesToBytesCodec for Bz2 {
             .map_err(|e| ZarrError::codec("bz2", e.to_string()))
     }
     fn decode(&self, bytes: Vec<u8>) -> Result<Vec<u8>> {
-        read_all(
-            "bz2",
-            bzip2::read::MultiBzDecoder::new(&bytes[..]),
-            bytes.len() * 4,
-        )
+        self.decode_bounded(bytes, usize::MAX - 1)
+    }
+    fn decode_bounded(&self, bytes: Vec<u8>, limit: usize) -> Result<Vec<u8>> {
+        let reader = bzip2::read::MultiBzDecoder::new(&bytes[..]);
+        read_bounded("bz2", reader, limit, bytes.len().saturating_mul(4))
     }
     fn to_v3(&self) -> Value {
         v3_entry("numcodecs.bz2", json!({"level": self.level}))
@@ -215,6 +230,9 @@ impl BytesToBytesCodec for Lz4 {
         Ok(out)
     }
     fn decode(&self, bytes: Vec<u8>) -> Result<Vec<u8>> {
+        self.decode_bounded(bytes, u32::MAX as usize)
+    }
+    fn decode_bounded(&self, bytes: Vec<u8>, limit: usize) -> Result<Vec<u8>> {
         if bytes.len() < 4 {
             return Err(ZarrError::codec(
                 "lz4",
@@ -222,6 +240,9 @@ impl BytesToBytesCodec for Lz4 {
             ));
         }
         let size = u32::from_le_bytes([bytes[0], bytes[1], bytes[2], bytes[3]]) as usize;
+        if size > limit {
+            return Err(too_large("lz4", limit));
+        }
         lz4_flex::block::decompress(&bytes[4..], size)
             .map_err(|e| ZarrError::codec("lz4", e.to_string()))
     }
@@ -362,6 +383,10 @@ impl BytesToBytesCodec for Lzma {
     }
 
     fn decode(&self, bytes: Vec<u8>) -> Result<Vec<u8>> {
+        self.decode_bounded(bytes, usize::MAX - 1)
+    }
+
+    fn decode_bounded(&self, bytes: Vec<u8>, limit: usize) -> Result<Vec<u8>> {
         use liblzma::stream::{Stream, CONCATENATED};
         let stream = match self.format {
             FORMAT_RAW => {
@@ -373,11 +398,8 @@ impl BytesToBytesCodec for Lzma {
             _ => Stream::new_auto_decoder(u64::MAX, CONCATENATED),
         }
         .map_err(lzma_err)?;
-        read_all(
-            "lzma",
-            liblzma::read::XzDecoder::new_stream(&bytes[..], stream),
-            bytes.len() * 4,
-        )
+        let reader = liblzma::read::XzDecoder::new_stream(&bytes[..], stream);
+        read_bounded("lzma", reader, limit, bytes.len().saturating_mul(4))
     }
 
     fn to_v3(&self) -> Value {

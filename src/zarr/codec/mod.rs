@@ -74,16 +74,52 @@ pub trait ArrayToBytesCodec: Debug + Send + Sync {
         None
     }
     fn to_v3(&self) -> Value;
+    /// The most bytes encoding any chunk of `repr` can produce, when known
+    /// (it bounds what decompressors may produce for this codec to decode).
+    fn max_encoded_size(&self, repr: &ChunkRepr) -> Option<usize> {
+        self.fixed_encoded_size(repr)
+    }
     /// The sharding codec, for partial reads that fetch inner chunks by range.
     fn as_sharding(&self) -> Option<&ShardingCodec> {
         None
     }
 }
 
+/// What a decoder may produce for a variable-length chunk, whose encoded
+/// size the metadata cannot bound.
+pub const MAX_VARIABLE_CHUNK_BYTES: usize = 512 << 20;
+
+/// The error for a decoder whose output would pass `limit`.
+pub(crate) fn too_large(codec: &str, limit: usize) -> super::error::ZarrError {
+    super::error::ZarrError::codec(
+        codec,
+        format!("decodes to more than {limit} bytes, more than this chunk can hold"),
+    )
+}
+
 /// Bytes → bytes codecs compress or checksum.
 pub trait BytesToBytesCodec: Debug + Send + Sync {
     fn encode(&self, bytes: Vec<u8>) -> Result<Vec<u8>>;
     fn decode(&self, bytes: Vec<u8>) -> Result<Vec<u8>>;
+    /// Decode, failing rather than producing more than `limit` bytes: a
+    /// corrupt or hostile chunk may expand to any size, and the output must
+    /// be bounded before it is allocated. Decompressors override this; the
+    /// default suits codecs whose output is no larger than their input.
+    fn decode_bounded(&self, bytes: Vec<u8>, limit: usize) -> Result<Vec<u8>> {
+        let out = self.decode(bytes)?;
+        if out.len() > limit {
+            return Err(too_large("codec", limit));
+        }
+        Ok(out)
+    }
+    /// The most bytes encoding `n` bytes can produce.
+    fn max_encoded_len(&self, n: usize) -> usize {
+        match self.fixed_overhead() {
+            Some(o) => n.saturating_add(o),
+            // Every compressor here expands incompressible input by far less.
+            None => n.saturating_add(n / 16).saturating_add(1024),
+        }
+    }
     /// Bytes added whatever the input, when fixed (checksums); `None` for compressors.
     fn fixed_overhead(&self) -> Option<usize> {
         None
@@ -127,9 +163,20 @@ impl CodecChain {
     pub fn decode(&self, bytes: Vec<u8>, decoded: &ChunkRepr) -> Result<ArrayBytes> {
         crate::metrics::count(&crate::metrics::CHUNKS_DECODED);
         let reprs = self.reprs(decoded)?;
+        // What each bytes->bytes codec may produce when decoding: what the
+        // codec before it can encode to, starting from the serialized chunk.
+        let mut limits = Vec::with_capacity(self.bytes_to_bytes.len());
+        let mut n = self
+            .array_to_bytes
+            .max_encoded_size(&reprs[reprs.len() - 1])
+            .unwrap_or(MAX_VARIABLE_CHUNK_BYTES);
+        for codec in &self.bytes_to_bytes {
+            limits.push(n);
+            n = codec.max_encoded_len(n);
+        }
         let mut bytes = bytes;
-        for codec in self.bytes_to_bytes.iter().rev() {
-            bytes = codec.decode(bytes)?;
+        for (codec, limit) in self.bytes_to_bytes.iter().zip(limits).rev() {
+            bytes = codec.decode_bounded(bytes, limit)?;
         }
         let mut data = self.array_to_bytes.decode(bytes, &reprs[reprs.len() - 1])?;
         for (codec, repr) in self.array_to_array.iter().zip(&reprs).rev() {
@@ -137,6 +184,19 @@ impl CodecChain {
         }
         check_decoded(&data, decoded)?;
         Ok(data)
+    }
+
+    /// The most bytes a chunk of `decoded` can encode to, when bounded.
+    pub fn max_encoded_size(&self, decoded: &ChunkRepr) -> Option<usize> {
+        let reprs = self.reprs(decoded).ok()?;
+        let n = self
+            .array_to_bytes
+            .max_encoded_size(&reprs[reprs.len() - 1])?;
+        Some(
+            self.bytes_to_bytes
+                .iter()
+                .fold(n, |n, codec| codec.max_encoded_len(n)),
+        )
     }
 
     /// Encoded size independent of values, if every codec has one.

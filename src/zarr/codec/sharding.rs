@@ -27,10 +27,13 @@ pub struct ShardingCodec {
     pub index_location: IndexLocation,
 }
 
-/// Where each inner chunk of a shard is, in C order of the inner grid.
+/// Where each inner chunk of a shard is, in C order of the inner grid, and
+/// which version of the shard that is true of (its ETag, when the store has
+/// one): inner chunks must be read from that same version.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ShardIndex {
     entries: Vec<(u64, u64)>,
+    e_tag: Option<String>,
 }
 
 const MISSING: u64 = u64::MAX;
@@ -52,6 +55,15 @@ impl ShardIndex {
     }
     pub fn is_empty(&self) -> bool {
         self.entries.iter().all(|e| e.0 == MISSING)
+    }
+    /// This index as read from the shard version with ETag `e_tag`.
+    pub fn pinned(mut self, e_tag: Option<String>) -> Self {
+        self.e_tag = e_tag;
+        self
+    }
+    /// The ETag of the shard version the index describes.
+    pub fn e_tag(&self) -> Option<&str> {
+        self.e_tag.as_deref()
     }
     /// Bytes the stored inner chunks occupy.
     pub fn stored_bytes(&self) -> u64 {
@@ -144,7 +156,10 @@ impl ShardingCodec {
                 )));
             }
         }
-        Ok(ShardIndex { entries })
+        Ok(ShardIndex {
+            entries,
+            e_tag: None,
+        })
     }
 
     fn encode_index(&self, index: &ShardIndex, cps: &[usize]) -> Result<Vec<u8>> {
@@ -218,7 +233,13 @@ impl ShardingCodec {
                 None => entries.push((MISSING, MISSING)),
             }
         }
-        let index = self.encode_index(&ShardIndex { entries }, &cps)?;
+        let index = self.encode_index(
+            &ShardIndex {
+                entries,
+                e_tag: None,
+            },
+            &cps,
+        )?;
         Ok(match self.index_location {
             IndexLocation::Start => [index, body].concat(),
             IndexLocation::End => [body, index].concat(),
@@ -290,6 +311,14 @@ impl ArrayToBytesCodec for ShardingCodec {
             "index_codecs": self.index_codecs.to_v3(),
             "index_location": if self.index_location == IndexLocation::Start { "start" } else { "end" },
         }})
+    }
+
+    fn max_encoded_size(&self, shard: &ChunkRepr) -> Option<usize> {
+        let cps = self.chunks_per_shard(&shard.shape).ok()?;
+        let inner = self.codecs.max_encoded_size(&self.inner_repr(shard))?;
+        inner
+            .checked_mul(cps.iter().product())?
+            .checked_add(self.index_size(&shard.shape).ok()?)
     }
 
     fn as_sharding(&self) -> Option<&ShardingCodec> {

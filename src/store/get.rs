@@ -1,0 +1,279 @@
+//! Reads: whole values, ranges (also pinned to one version), suffixes,
+//! heads and streams.
+
+use std::ops::Range;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use object_store::{GetOptions, GetRange, ObjectStoreExt};
+
+use super::{
+    key_meta, local, Change, GetRequest, GetResponse, KeyMeta, Store, StoreError, StoreKey,
+    StoreRange, Versioned,
+};
+
+impl Store {
+    /// The whole value, or `None` when the key is missing.
+    pub async fn get(&self, key: &StoreKey) -> Result<Option<Bytes>, StoreError> {
+        Ok(self.get_versioned(key).await?.map(|v| v.bytes))
+    }
+
+    /// The whole value with its version, or `None` when missing.
+    pub async fn get_versioned(&self, key: &StoreKey) -> Result<Option<Versioned>, StoreError> {
+        let (store, key) = self.route(key)?;
+        if let Some(local) = &store.local {
+            let got = local.get_whole(&key).await?;
+            return Ok(got.map(|(bytes, meta)| Versioned { bytes, meta }));
+        }
+        match store.inner.get(&store.path(&key)).await {
+            Ok(result) => {
+                let meta = key_meta(&result.meta);
+                let bytes = result
+                    .bytes()
+                    .await
+                    .map_err(|e| StoreError::from_backend(&key, e))?;
+                Ok(Some(Versioned { bytes, meta }))
+            }
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(StoreError::from_backend(&key, e)),
+        }
+    }
+
+    /// A byte range of a value.
+    pub async fn get_range(&self, key: &StoreKey, range: Range<u64>) -> Result<Bytes, StoreError> {
+        let (store, key) = self.route(key)?;
+        store
+            .inner
+            .get_range(&store.path(&key), range)
+            .await
+            .map_err(|e| StoreError::from_backend(&key, e))
+    }
+
+    /// The last `n` bytes of a value (or all of it when shorter), with its size.
+    /// `None` when the key is missing.
+    pub async fn get_suffix(
+        &self,
+        key: &StoreKey,
+        n: u64,
+    ) -> Result<Option<(Bytes, KeyMeta)>, StoreError> {
+        let (store, key) = self.route(key)?;
+        let options = GetOptions {
+            range: Some(GetRange::Suffix(n)),
+            ..Default::default()
+        };
+        match store.inner.get_opts(&store.path(&key), options).await {
+            Ok(result) => {
+                let meta = key_meta(&result.meta);
+                let bytes = result
+                    .bytes()
+                    .await
+                    .map_err(|e| StoreError::from_backend(&key, e))?;
+                Ok(Some((bytes, meta)))
+            }
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(object_store::Error::NotSupported { .. }) => {
+                // Azure has no suffix ranges: the size first, then a bounded
+                // range of that version.
+                let Some(meta) = store.head(&key).await? else {
+                    return Ok(None);
+                };
+                let start = meta.size.saturating_sub(n);
+                let bytes = if start < meta.size {
+                    let pin = meta.version.e_tag.as_deref();
+                    store.get_range_at(&key, start..meta.size, pin).await?
+                } else {
+                    Bytes::new()
+                };
+                Ok(Some((bytes, meta)))
+            }
+            Err(e) => Err(StoreError::from_backend(&key, e)),
+        }
+    }
+
+    /// Several ranges of one value in one call, so the backend can coalesce them.
+    pub async fn get_ranges(
+        &self,
+        key: &StoreKey,
+        ranges: &[Range<u64>],
+    ) -> Result<Vec<Bytes>, StoreError> {
+        self.get_ranges_at(key, ranges, None).await
+    }
+
+    /// One range of the version of a value whose ETag is `e_tag` (see
+    /// [`Store::get_ranges_at`]).
+    pub async fn get_range_at(
+        &self,
+        key: &StoreKey,
+        range: Range<u64>,
+        e_tag: Option<&str>,
+    ) -> Result<Bytes, StoreError> {
+        let ranges = [range];
+        let mut got = self.get_ranges_at(key, &ranges, e_tag).await?;
+        Ok(got.pop().unwrap_or_default())
+    }
+
+    /// Several ranges of the version of a value whose ETag is `e_tag`
+    /// (any version when `None`). When the value has changed since,
+    /// [`StoreError::Precondition`]: ranges found through an index read
+    /// earlier (a shard's) must come from the same version as the index.
+    pub async fn get_ranges_at(
+        &self,
+        key: &StoreKey,
+        ranges: &[Range<u64>],
+        e_tag: Option<&str>,
+    ) -> Result<Vec<Bytes>, StoreError> {
+        let (store, key) = self.route(key)?;
+        let path = store.path(&key);
+        let Some(e_tag) = e_tag else {
+            return store
+                .inner
+                .get_ranges(&path, ranges)
+                .await
+                .map_err(|e| StoreError::from_backend(&key, e));
+        };
+        if let Some(local) = &store.local {
+            // One open file: the version checked is the version read.
+            return local.get_ranges_at(&key, ranges, e_tag).await;
+        }
+        let inner = &store.inner;
+        object_store::coalesce_ranges(
+            ranges,
+            |range| {
+                let options = GetOptions {
+                    range: Some(GetRange::Bounded(range)),
+                    if_match: Some(e_tag.to_string()),
+                    ..Default::default()
+                };
+                let path = &path;
+                async move { inner.get_opts(path, options).await?.bytes().await }
+            },
+            object_store::OBJECT_STORE_COALESCE_DEFAULT,
+        )
+        .await
+        .map_err(|e| StoreError::from_backend(&key, e))
+    }
+
+    /// Size and version of a value, `None` when missing.
+    pub async fn head(&self, key: &StoreKey) -> Result<Option<KeyMeta>, StoreError> {
+        let (store, key) = self.route(key)?;
+        match store.inner.head(&store.path(&key)).await {
+            Ok(meta) => Ok(Some(key_meta(&meta))),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(StoreError::from_backend(&key, e)),
+        }
+    }
+
+    /// Stream a value or a range of it. A range that starts past the end is
+    /// [`StoreError::RangeNotSatisfiable`].
+    pub async fn get_with(
+        &self,
+        key: &StoreKey,
+        request: GetRequest,
+    ) -> Result<GetResponse, StoreError> {
+        let (store, key) = self.route(key)?;
+        if let Some(local) = &store.local {
+            return local
+                .get(&key, request.range)
+                .await?
+                .ok_or_else(|| StoreError::NotFound {
+                    key: key.to_string(),
+                });
+        }
+        let range = request.range.clone().map(|r| match r {
+            StoreRange::Bounded(r) => GetRange::Bounded(r),
+            StoreRange::From(o) => GetRange::Offset(o),
+            StoreRange::Suffix(n) => GetRange::Suffix(n),
+        });
+        let options = GetOptions {
+            range,
+            ..Default::default()
+        };
+        let result = store.inner.get_opts(&store.path(&key), options).await;
+        if let (Err(object_store::Error::NotSupported { .. }), Some(StoreRange::Suffix(n))) =
+            (&result, &request.range)
+        {
+            return Box::pin(store.get_suffix_as_bounded(&key, *n)).await;
+        }
+        match result {
+            Ok(result) => {
+                let meta = key_meta(&result.meta);
+                let range = result.range.clone();
+                let owned = key.clone().into_owned();
+                let body = match result.payload {
+                    // object_store streams local files in 8 KiB reads; serve
+                    // them in 1 MiB reads instead, each off the async threads.
+                    object_store::GetResultPayload::File(file, _) => {
+                        local::file_stream(file, range.clone(), owned)
+                    }
+                    object_store::GetResultPayload::Stream(stream) => stream
+                        .map(move |chunk| chunk.map_err(|e| StoreError::from_backend(&owned, e)))
+                        .boxed(),
+                };
+                Ok(GetResponse { meta, range, body })
+            }
+            Err(
+                e @ (object_store::Error::NotFound { .. }
+                | object_store::Error::Precondition { .. }
+                | object_store::Error::NotModified { .. }),
+            ) => Err(StoreError::from_backend(&key, e)),
+            Err(e) => {
+                // Backends report a range past the end differently; check it here.
+                if let (Some(r), Some(meta)) = (&request.range, store.head(&key).await?) {
+                    let start = match r {
+                        StoreRange::Bounded(r) => r.start,
+                        StoreRange::From(o) => *o,
+                        StoreRange::Suffix(_) => 0,
+                    };
+                    if start >= meta.size {
+                        return Err(StoreError::RangeNotSatisfiable {
+                            key: key.to_string(),
+                            start,
+                            end: start,
+                            size: meta.size,
+                        });
+                    }
+                }
+                Err(StoreError::from_backend(&key, e))
+            }
+        }
+    }
+
+    /// A suffix range for stores that cannot read one (Azure): the size by a
+    /// HEAD, then the equivalent bounded range.
+    async fn get_suffix_as_bounded(
+        &self,
+        key: &StoreKey,
+        n: u64,
+    ) -> Result<GetResponse, StoreError> {
+        let meta = self.head(key).await?.ok_or_else(|| StoreError::NotFound {
+            key: key.to_string(),
+        })?;
+        if meta.size == 0 {
+            let body = futures::stream::empty().boxed();
+            return Ok(GetResponse {
+                meta,
+                range: 0..0,
+                body,
+            });
+        }
+        let range = StoreRange::Bounded(meta.size.saturating_sub(n)..meta.size);
+        self.get_with(key, GetRequest { range: Some(range) }).await
+    }
+
+    /// Ask the store whether `key` still has ETag `e_tag`, without reading it
+    /// (a conditional HEAD: `If-None-Match`).
+    pub async fn changed_since(&self, key: &StoreKey, e_tag: &str) -> Result<Change, StoreError> {
+        let (store, key) = self.route(key)?;
+        let options = GetOptions {
+            if_none_match: Some(e_tag.to_string()),
+            head: true,
+            ..Default::default()
+        };
+        match store.inner.get_opts(&store.path(&key), options).await {
+            Ok(result) => Ok(Change::Changed(key_meta(&result.meta))),
+            Err(object_store::Error::NotModified { .. }) => Ok(Change::Unchanged),
+            Err(object_store::Error::NotFound { .. }) => Ok(Change::Missing),
+            Err(e) => Err(StoreError::from_backend(&key, e)),
+        }
+    }
+}

@@ -1,0 +1,971 @@
+//! What an untrusted client must not be able to do: leave the root through
+//! symbolic links, delete more than its scope allows, make the server
+//! allocate without bound, touch the server's own folder, or store metadata
+//! that breaks a node. One test per finding, each failing on the code that
+//! had the hole.
+
+use std::io::Write;
+
+use axum::body::{to_bytes, Body};
+use axum::http::{Method, Request, StatusCode};
+use serde_json::{json, Value};
+use tower::ServiceExt;
+use zarrd::auth::{Scope, TokenConfig};
+use zarrd::config::{Config, Recheck};
+use zarrd::http::{router, AppState};
+use zarrd::store::{node_path, Store};
+use zarrd::zarr::{ArraySpec, DataType, Hierarchy};
+
+fn writable() -> Config {
+    Config {
+        allow_anonymous_writes: true,
+        recheck_cached: Recheck::Always,
+        ..Config::default()
+    }
+}
+
+async fn call(
+    app: &axum::Router,
+    method: Method,
+    uri: &str,
+    headers: &[(&str, &str)],
+    body: impl Into<Body>,
+) -> (StatusCode, axum::http::HeaderMap, Vec<u8>) {
+    let mut req = Request::builder().method(method).uri(uri);
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let resp = app
+        .clone()
+        .oneshot(req.body(body.into()).unwrap())
+        .await
+        .unwrap();
+    let (status, headers) = (resp.status(), resp.headers().clone());
+    let body = to_bytes(resp.into_body(), 64 << 20).await.unwrap().to_vec();
+    (status, headers, body)
+}
+
+fn error_code(body: &[u8]) -> String {
+    serde_json::from_slice::<Value>(body).unwrap_or(Value::Null)["error"]["code"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+/// A directory store with a link to a folder outside it, plus that folder.
+struct Linked {
+    _root: tempfile::TempDir,
+    outside: tempfile::TempDir,
+    root_path: std::path::PathBuf,
+}
+
+fn linked() -> Linked {
+    let root = tempfile::tempdir().unwrap();
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(outside.path().join("secret.txt"), b"TOP-SECRET").unwrap();
+    std::fs::create_dir(outside.path().join("g")).unwrap();
+    std::fs::write(
+        outside.path().join("g/zarr.json"),
+        br#"{"zarr_format":3,"node_type":"group"}"#,
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(outside.path(), root.path().join("link")).unwrap();
+    std::os::unix::fs::symlink(
+        outside.path().join("secret.txt"),
+        root.path().join("secret-link"),
+    )
+    .unwrap();
+    // A link that stays inside is followed.
+    std::fs::create_dir(root.path().join("real")).unwrap();
+    std::fs::write(root.path().join("real/value"), b"inside").unwrap();
+    std::os::unix::fs::symlink(root.path().join("real"), root.path().join("alias")).unwrap();
+    let root_path = root.path().to_path_buf();
+    Linked {
+        _root: root,
+        outside,
+        root_path,
+    }
+}
+
+#[tokio::test]
+async fn symlinks_out_of_the_root_are_refused_for_every_operation() {
+    let l = linked();
+    let app = router(AppState::new(
+        Store::local(&l.root_path).unwrap(),
+        writable(),
+    ));
+    for uri in ["/zarr/link/secret.txt", "/zarr/secret-link"] {
+        let (s, _, b) = call(&app, Method::GET, uri, &[], Body::empty()).await;
+        assert_eq!(
+            s,
+            StatusCode::FORBIDDEN,
+            "GET {uri}: {}",
+            String::from_utf8_lossy(&b)
+        );
+        assert!(
+            !String::from_utf8_lossy(&b).contains("TOP-SECRET"),
+            "{uri} leaked the file"
+        );
+        let (s, _, _) = call(&app, Method::HEAD, uri, &[], Body::empty()).await;
+        assert_eq!(s, StatusCode::FORBIDDEN, "HEAD {uri}");
+    }
+    let (s, _, _) = call(&app, Method::PUT, "/zarr/link/new.txt", &[], "x").await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    assert!(
+        !l.outside.path().join("new.txt").exists(),
+        "a write escaped"
+    );
+    let (s, _, _) = call(
+        &app,
+        Method::DELETE,
+        "/zarr/link/secret.txt",
+        &[],
+        Body::empty(),
+    )
+    .await;
+    assert!(s.is_client_error(), "DELETE through a link: {s}");
+    let (s, _, _) = call(
+        &app,
+        Method::DELETE,
+        "/api/v1/meta/link",
+        &[],
+        Body::empty(),
+    )
+    .await;
+    assert!(s.is_client_error(), "DELETE node through a link: {s}");
+    let (s, _, _) = call(
+        &app,
+        Method::DELETE,
+        "/api/v1/meta/link/g",
+        &[],
+        Body::empty(),
+    )
+    .await;
+    assert!(s.is_client_error(), "DELETE node below a link: {s}");
+    assert!(
+        l.outside.path().join("secret.txt").exists(),
+        "a delete escaped"
+    );
+    assert!(
+        l.outside.path().join("g/zarr.json").exists(),
+        "a delete escaped"
+    );
+    // Listings neither show nor descend into the outside tree.
+    let (_, _, b) = call(
+        &app,
+        Method::GET,
+        "/zarr/",
+        &[("accept", "application/json")],
+        Body::empty(),
+    )
+    .await;
+    let listing = String::from_utf8_lossy(&b);
+    assert!(
+        !listing.contains("link") && !listing.contains("secret"),
+        "{listing}"
+    );
+    let (s, _, b) = call(&app, Method::GET, "/api/v1/tree", &[], Body::empty()).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(
+        !String::from_utf8_lossy(&b).contains("link/g"),
+        "tree descended into the link"
+    );
+    // A whole-root delete leaves the outside alone.
+    let admin = router(AppState::new(
+        Store::local(&l.root_path).unwrap(),
+        writable(),
+    ));
+    let (s, _, _) = call(&admin, Method::DELETE, "/api/v1/meta", &[], Body::empty()).await;
+    assert!(s.as_u16() < 500, "{s}");
+    assert!(l.outside.path().join("secret.txt").exists());
+    // Links that stay inside the root are followed.
+    let (s, _, b) = call(&app, Method::GET, "/zarr/alias/value", &[], Body::empty()).await;
+    assert_eq!((s, b.as_slice()), (StatusCode::OK, &b"inside"[..]));
+}
+
+fn scoped(scopes: &[Scope]) -> Config {
+    Config {
+        tokens: vec![TokenConfig {
+            name: Some("pipeline".into()),
+            token: Some("pipeline-token-0123456789".into()),
+            token_sha256: None,
+            scopes: scopes.to_vec(),
+            prefixes: vec![],
+        }],
+        recheck_cached: Recheck::Never,
+        ..Config::default()
+    }
+}
+
+const BEARER: (&str, &str) = ("authorization", "Bearer pipeline-token-0123456789");
+
+#[tokio::test]
+async fn a_write_token_cannot_delete_more_than_it_names() {
+    let store = Store::memory();
+    let h = Hierarchy::new(store.clone());
+    let mut spec = ArraySpec::new(3, vec![8], DataType::Int32);
+    spec.chunks = Some(vec![4]);
+    h.create_array(&node_path("b/a").unwrap(), &spec, false)
+        .await
+        .unwrap();
+    let app = router(AppState::new(store.clone(), scoped(&[Scope::Write])));
+    let group = json!({"node_type": "group"}).to_string();
+    for uri in [
+        "/api/v1/meta/b?overwrite=true",
+        "/api/v1/meta/%2F?overwrite=true",
+        "/api/v1/meta?overwrite=true",
+    ] {
+        let (s, _, b) = call(&app, Method::PUT, uri, &[BEARER], group.clone()).await;
+        assert!(
+            s == StatusCode::FORBIDDEN || s == StatusCode::METHOD_NOT_ALLOWED,
+            "{uri}: {s} {}",
+            String::from_utf8_lossy(&b)
+        );
+    }
+    let (s, _, _) = call(
+        &app,
+        Method::DELETE,
+        "/zarr/b/a/zarr.json",
+        &[BEARER],
+        Body::empty(),
+    )
+    .await;
+    assert_eq!(
+        s,
+        StatusCode::FORBIDDEN,
+        "deleting a metadata document removes a node"
+    );
+    let (s, _, b) = call(
+        &app,
+        Method::PATCH,
+        "/api/v1/meta/b/a",
+        &[BEARER],
+        json!({"shape": [2]}).to_string(),
+    )
+    .await;
+    assert_eq!(
+        s,
+        StatusCode::FORBIDDEN,
+        "shrinking deletes chunks: {}",
+        String::from_utf8_lossy(&b)
+    );
+    assert!(store
+        .head(&node_path("b/a/zarr.json").unwrap())
+        .await
+        .unwrap()
+        .is_some());
+    // What a write token may do still works: grow, write, create.
+    let (s, _, _) = call(
+        &app,
+        Method::PATCH,
+        "/api/v1/meta/b/a",
+        &[BEARER],
+        json!({"shape": [12]}).to_string(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    let (s, _, _) = call(
+        &app,
+        Method::PUT,
+        "/api/v1/meta/c",
+        &[BEARER],
+        group.clone(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (s, _, _) = call(
+        &app,
+        Method::DELETE,
+        "/zarr/b/a/c/0",
+        &[BEARER],
+        Body::empty(),
+    )
+    .await;
+    assert!(
+        s == StatusCode::NOT_FOUND || s == StatusCode::NO_CONTENT,
+        "{s}"
+    );
+    // An admin token may.
+    let admin = router(AppState::new(store.clone(), scoped(&[Scope::Admin])));
+    let (s, _, _) = call(
+        &admin,
+        Method::PUT,
+        "/api/v1/meta/b?overwrite=true",
+        &[BEARER],
+        group,
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED);
+}
+
+#[tokio::test]
+async fn overlapping_multipart_ranges_do_not_amplify() {
+    let store = Store::memory();
+    store
+        .put(&node_path("big").unwrap(), vec![7u8; 1 << 20].into())
+        .await
+        .unwrap();
+    let app = router(AppState::new(store, writable()));
+    let ranges = format!("bytes={}", vec!["0-"; 7000].join(","));
+    let (s, h, b) = call(
+        &app,
+        Method::GET,
+        "/zarr/big",
+        &[("range", &ranges), ("accept", "multipart/byteranges")],
+        Body::empty(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::PARTIAL_CONTENT);
+    assert!(
+        b.len() < (1 << 20) + 1024,
+        "{} bytes for a 1 MiB value",
+        b.len()
+    );
+    assert_eq!(h["content-length"].to_str().unwrap(), b.len().to_string());
+    // Many distinct ranges: the whole value rather than a body of part headers.
+    let many: Vec<String> = (0..1000).map(|i| format!("{}-{}", i * 2, i * 2)).collect();
+    let header = format!("bytes={}", many.join(","));
+    let (s, _, b) = call(
+        &app,
+        Method::GET,
+        "/zarr/big",
+        &[("range", &header), ("accept", "multipart/byteranges")],
+        Body::empty(),
+    )
+    .await;
+    assert_eq!((s, b.len()), (StatusCode::OK, 1 << 20));
+    // Two ranges still come as two parts with their Content-Range.
+    let (s, _, b) = call(
+        &app,
+        Method::GET,
+        "/zarr/big",
+        &[
+            ("range", "bytes=0-9,100-109"),
+            ("accept", "multipart/byteranges"),
+        ],
+        Body::empty(),
+    )
+    .await;
+    let text = String::from_utf8_lossy(&b);
+    assert_eq!(s, StatusCode::PARTIAL_CONTENT);
+    assert!(
+        text.contains("bytes 0-9/1048576") && text.contains("bytes 100-109/1048576"),
+        "{text}"
+    );
+}
+
+async fn huge_array(store: &Store, path: &str, dtype: DataType, shape: Vec<u64>, chunks: Vec<u64>) {
+    let mut spec = ArraySpec::new(3, shape, dtype);
+    spec.chunks = Some(chunks);
+    Hierarchy::new(store.clone())
+        .create_array(&node_path(path).unwrap(), &spec, false)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn a_broadcast_write_works_chunk_by_chunk() {
+    let store = Store::memory();
+    huge_array(
+        &store,
+        "huge",
+        DataType::Float64,
+        vec![100_000, 100_000],
+        vec![1000, 1000],
+    )
+    .await;
+    huge_array(&store, "small", DataType::Int32, vec![10, 10], vec![4, 4]).await;
+    let app = router(AppState::new(store.clone(), writable()));
+    // A selection of 10^10 elements over 10^4 chunks: a scalar must not be
+    // expanded (80 GB); here a window of it is written and read back.
+    let (s, _, b) = call(
+        &app,
+        Method::PUT,
+        "/api/v1/data/huge?select=0:3000,0:2000",
+        &[("content-type", "application/json")],
+        json!({"data": 2.5}).to_string(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+    let (s, _, b) = call(
+        &app,
+        Method::GET,
+        "/api/v1/data/huge?select=2999:3001,1999:2001&format=json",
+        &[],
+        Body::empty(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    let v: Value = serde_json::from_slice(&b).unwrap();
+    assert_eq!(v["data"], json!([[2.5, 0.0], [0.0, 0.0]]));
+    // Past the chunk bound, a clear 413 rather than work without end.
+    huge_array(
+        &store,
+        "tiny-chunks",
+        DataType::UInt8,
+        vec![1 << 20, 1 << 20],
+        vec![1, 1],
+    )
+    .await;
+    let (s, _, b) = call(
+        &app,
+        Method::PUT,
+        "/api/v1/data/tiny-chunks",
+        &[("content-type", "application/json")],
+        json!({"data": 1}).to_string(),
+    )
+    .await;
+    assert_eq!(
+        (s, error_code(&b).as_str()),
+        (StatusCode::PAYLOAD_TOO_LARGE, "too_large")
+    );
+    // Broadcasts keep working on small arrays, points included.
+    let (s, _, _) = call(
+        &app,
+        Method::PUT,
+        "/api/v1/data/small?select=1:9,2:7",
+        &[("content-type", "application/json")],
+        json!({"data": 7}).to_string(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    let (_, _, b) = call(
+        &app,
+        Method::GET,
+        "/api/v1/data/small?select=0:3,1:3&format=json",
+        &[],
+        Body::empty(),
+    )
+    .await;
+    let v: Value = serde_json::from_slice(&b).unwrap();
+    assert_eq!(v["data"], json!([[0, 0], [0, 7], [0, 7]]));
+}
+
+#[tokio::test]
+async fn variable_length_reads_are_bounded_by_what_they_hold() {
+    let store = Store::memory();
+    huge_array(
+        &store,
+        "strings",
+        DataType::String,
+        vec![1_000_000_000],
+        vec![1_000_000],
+    )
+    .await;
+    huge_array(&store, "few", DataType::String, vec![40], vec![10]).await;
+    let config = Config {
+        json_limit: 1 << 20,
+        ..writable()
+    };
+    let app = router(AppState::new(store, config));
+    for format in ["npy", "json"] {
+        let (s, _, b) = call(
+            &app,
+            Method::GET,
+            &format!("/api/v1/data/strings?format={format}"),
+            &[],
+            Body::empty(),
+        )
+        .await;
+        assert_eq!(
+            (s, error_code(&b).as_str()),
+            (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
+            "{format}"
+        );
+    }
+    // Each element 100 KB: 40 of them pass the per-element estimate but hold 4 MB.
+    let long = "x".repeat(100_000);
+    let (s, _, _) = call(
+        &app,
+        Method::PUT,
+        "/api/v1/data/few",
+        &[("content-type", "application/json")],
+        json!({"data": long}).to_string(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    for format in ["npy", "json"] {
+        let (s, _, b) = call(
+            &app,
+            Method::GET,
+            &format!("/api/v1/data/few?format={format}"),
+            &[],
+            Body::empty(),
+        )
+        .await;
+        assert_eq!(
+            (s, error_code(&b).as_str()),
+            (StatusCode::PAYLOAD_TOO_LARGE, "too_large"),
+            "{format}"
+        );
+        let (s, _, _) = call(
+            &app,
+            Method::GET,
+            &format!("/api/v1/data/few?select=0:2&format={format}"),
+            &[],
+            Body::empty(),
+        )
+        .await;
+        assert_eq!(s, StatusCode::OK, "{format}");
+    }
+}
+
+#[tokio::test]
+async fn decompression_bombs_stop_at_the_chunk_size() {
+    let store = Store::memory();
+    let h = Hierarchy::new(store.clone());
+    for (name, codec) in [
+        (
+            "z",
+            json!({"name": "zstd", "configuration": {"level": 1, "checksum": false}}),
+        ),
+        ("g", json!({"name": "gzip", "configuration": {"level": 1}})),
+    ] {
+        let mut spec = ArraySpec::new(3, vec![8], DataType::Int16);
+        spec.chunks = Some(vec![8]);
+        spec.codecs =
+            Some(json!([{"name": "bytes", "configuration": {"endian": "little"}}, codec]));
+        h.create_array(&node_path(name).unwrap(), &spec, false)
+            .await
+            .unwrap();
+    }
+    // 64 MiB of zeros, compressed to a few KB, where the chunk holds 16 bytes.
+    let zeros = vec![0u8; 64 << 20];
+    let zbomb = zstd::bulk::compress(&zeros, 19).unwrap();
+    let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::best());
+    gz.write_all(&zeros).unwrap();
+    let gbomb = gz.finish().unwrap();
+    store
+        .put(&node_path("z/c/0").unwrap(), zbomb.into())
+        .await
+        .unwrap();
+    store
+        .put(&node_path("g/c/0").unwrap(), gbomb.into())
+        .await
+        .unwrap();
+    let app = router(AppState::new(store, writable()));
+    for name in ["z", "g"] {
+        let (s, _, b) = call(
+            &app,
+            Method::GET,
+            &format!("/api/v1/data/{name}?format=json"),
+            &[],
+            Body::empty(),
+        )
+        .await;
+        let text = String::from_utf8_lossy(&b);
+        assert_eq!(
+            (s, error_code(&b).as_str()),
+            (StatusCode::INTERNAL_SERVER_ERROR, "corrupt_chunk"),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("{name}/c/0")),
+            "names the key: {text}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_servers_folder_is_reserved_on_every_route_and_mount() {
+    let root = tempfile::tempdir().unwrap();
+    let mounted = tempfile::tempdir().unwrap();
+    let store = Store::with_mounts(
+        Store::local(root.path()).unwrap(),
+        vec![("m".into(), Store::local(mounted.path()).unwrap(), false)],
+    )
+    .unwrap();
+    let app = router(AppState::new(store, writable()));
+    // Take a lock file into existence by writing once.
+    let (s, _, _) = call(&app, Method::PUT, "/zarr/m/x", &[], "1").await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let group = json!({"node_type": "group"}).to_string();
+    for path in [
+        "__zarrd/locks/0222.lock",
+        "m/__zarrd/locks/0222.lock",
+        "__zarrd",
+        "m/__zarrd",
+    ] {
+        let (s, _, b) = call(
+            &app,
+            Method::PUT,
+            &format!("/api/v1/meta/{path}"),
+            &[],
+            group.clone(),
+        )
+        .await;
+        assert_eq!(
+            s,
+            StatusCode::FORBIDDEN,
+            "PUT meta {path}: {}",
+            String::from_utf8_lossy(&b)
+        );
+        for method in [Method::GET, Method::PUT, Method::DELETE] {
+            let (s, _, _) = call(&app, method.clone(), &format!("/zarr/{path}"), &[], "x").await;
+            assert!(
+                s == StatusCode::FORBIDDEN || s == StatusCode::BAD_REQUEST,
+                "{method} /zarr/{path}: {s}"
+            );
+        }
+    }
+    let (s, _, _) = call(
+        &app,
+        Method::GET,
+        "/zarr/m/__zarrd/locks/",
+        &[],
+        Body::empty(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    // Writes still work: no lock was replaced by a node.
+    let (s, _, _) = call(&app, Method::PUT, "/zarr/m/x", &[], "2").await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+}
+
+#[tokio::test]
+async fn unicode_keys_are_one_name_end_to_end() {
+    let root = tempfile::tempdir().unwrap();
+    let app = router(AppState::new(
+        Store::local(root.path()).unwrap(),
+        writable(),
+    ));
+    let (s, _, _) = call(&app, Method::PUT, "/zarr/caf%C3%A9", &[], "x").await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    assert!(
+        root.path().join("café").exists(),
+        "stored under its real name"
+    );
+    let (_, _, b) = call(
+        &app,
+        Method::GET,
+        "/zarr/",
+        &[("accept", "application/json")],
+        Body::empty(),
+    )
+    .await;
+    let listing: Value = serde_json::from_slice(&b).unwrap();
+    assert!(listing.to_string().contains("café"), "{listing}");
+    assert!(!listing.to_string().contains("%C3"), "{listing}");
+    let spec =
+        json!({"node_type": "array", "shape": [4], "chunks": [2], "dtype": "int32"}).to_string();
+    let (s, _, _) = call(
+        &app,
+        Method::PUT,
+        "/api/v1/meta/g%C3%A9o/t%C3%AA",
+        &[],
+        spec,
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (s, _, _) = call(
+        &app,
+        Method::PUT,
+        "/api/v1/data/g%C3%A9o/t%C3%AA",
+        &[("content-type", "application/json")],
+        json!({"data": [1, 2, 3, 4]}).to_string(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    let (_, _, b) = call(&app, Method::GET, "/api/v1/tree", &[], Body::empty()).await;
+    assert!(
+        String::from_utf8_lossy(&b).contains("géo/tê"),
+        "{}",
+        String::from_utf8_lossy(&b)
+    );
+    let (_, _, b) = call(
+        &app,
+        Method::GET,
+        "/api/v1/meta/g%C3%A9o/t%C3%AA",
+        &[],
+        Body::empty(),
+    )
+    .await;
+    let meta: Value = serde_json::from_slice(&b).unwrap();
+    assert_eq!(meta["chunks_initialized"], json!(2), "{meta}");
+    let (s, _, _) = call(
+        &app,
+        Method::DELETE,
+        "/api/v1/meta/g%C3%A9o",
+        &[],
+        Body::empty(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    assert!(
+        !root.path().join("géo").exists(),
+        "the delete left files behind"
+    );
+}
+
+#[tokio::test]
+async fn raw_metadata_puts_are_validated_like_the_api() {
+    let app = router(AppState::new(Store::memory(), writable()));
+    let v3 = |codecs: Value| {
+        json!({"zarr_format": 3, "node_type": "array", "shape": [8], "data_type": "int32",
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}},
+        "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+        "fill_value": 0, "codecs": codecs})
+    };
+    let bad = [
+        (
+            "a/zarr.json",
+            v3(json!([{"name": "bytes"}, {"name": "bogus"}])),
+        ),
+        (
+            "b/zarr.json",
+            v3(json!([{"name": "zstd", "configuration": {"level": 1}}])),
+        ),
+        (
+            "c/zarr.json",
+            v3(
+                json!([{"name": "sharding_indexed", "configuration": {"chunk_shape": [3], "codecs": [{"name": "bytes"}], "index_codecs": [{"name": "bytes"}]}}]),
+            ),
+        ),
+        (
+            "d/.zarray",
+            json!({"zarr_format": 2, "shape": [8], "chunks": [4], "dtype": "<i4", "compressor": {"id": "nonesuch"}, "fill_value": 0, "order": "C", "filters": null}),
+        ),
+    ];
+    for (key, doc) in bad {
+        let (s, _, b) = call(
+            &app,
+            Method::PUT,
+            &format!("/zarr/{key}"),
+            &[],
+            doc.to_string(),
+        )
+        .await;
+        assert_eq!(
+            (s, error_code(&b).as_str()),
+            (StatusCode::UNPROCESSABLE_ENTITY, "bad_metadata"),
+            "{key}: {}",
+            String::from_utf8_lossy(&b)
+        );
+    }
+    let (s, _, _) = call(
+        &app,
+        Method::PUT,
+        "/zarr/ok/zarr.json",
+        &[],
+        v3(json!([{"name": "bytes"}])).to_string(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+}
+
+#[tokio::test]
+async fn explicit_null_compressor_means_none() {
+    let store = Store::memory();
+    let app = router(AppState::new(store.clone(), writable()));
+    let spec = json!({"node_type": "array", "zarr_format": 2, "shape": [4], "chunks": [4], "dtype": "<i4", "compressor": null, "filters": null});
+    let (s, _, b) = call(
+        &app,
+        Method::PUT,
+        "/api/v1/meta/raw2",
+        &[],
+        spec.to_string(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{}", String::from_utf8_lossy(&b));
+    let doc: Value = serde_json::from_slice(
+        &store
+            .get(&node_path("raw2/.zarray").unwrap())
+            .await
+            .unwrap()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(doc["compressor"], Value::Null);
+    // A client writes the chunk uncompressed, as zarr-python 2 does with compressor=None.
+    let raw: Vec<u8> = [1i32, 2, 3, 4]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let (s, _, _) = call(&app, Method::PUT, "/zarr/raw2/0", &[], raw).await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let (s, _, b) = call(
+        &app,
+        Method::GET,
+        "/api/v1/data/raw2?format=json",
+        &[],
+        Body::empty(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+    let spec = json!({"node_type": "array", "shape": [4], "chunks": [4], "dtype": "int32", "codecs": null});
+    let (s, _, _) = call(
+        &app,
+        Method::PUT,
+        "/api/v1/meta/raw3",
+        &[],
+        spec.to_string(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let doc: Value = serde_json::from_slice(
+        &store
+            .get(&node_path("raw3/zarr.json").unwrap())
+            .await
+            .unwrap()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(doc["codecs"].as_array().unwrap().len(), 1, "{doc}");
+    // Absent still means the default.
+    let spec = json!({"node_type": "array", "zarr_format": 2, "shape": [4], "dtype": "<i4"});
+    call(
+        &app,
+        Method::PUT,
+        "/api/v1/meta/dflt",
+        &[],
+        spec.to_string(),
+    )
+    .await;
+    let doc: Value = serde_json::from_slice(
+        &store
+            .get(&node_path("dflt/.zarray").unwrap())
+            .await
+            .unwrap()
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(doc["compressor"]["id"], json!("blosc"));
+}
+
+#[tokio::test]
+async fn deleted_nodes_do_not_come_back_as_implicit_groups() {
+    let root = tempfile::tempdir().unwrap();
+    let app = router(AppState::new(
+        Store::local(root.path()).unwrap(),
+        writable(),
+    ));
+    let spec =
+        json!({"node_type": "array", "shape": [4], "chunks": [2], "dtype": "int32"}).to_string();
+    call(&app, Method::PUT, "/api/v1/meta/g/a", &[], spec).await;
+    call(
+        &app,
+        Method::PUT,
+        "/api/v1/data/g/a",
+        &[("content-type", "application/json")],
+        json!({"data": 3}).to_string(),
+    )
+    .await;
+    let (s, _, _) = call(&app, Method::DELETE, "/api/v1/meta/g/a", &[], Body::empty()).await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+    let (s, _, _) = call(&app, Method::GET, "/api/v1/meta/g/a", &[], Body::empty()).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, _, _) = call(&app, Method::GET, "/api/v1/data/g/a", &[], Body::empty()).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    assert!(
+        !root.path().join("g/a").exists(),
+        "an emptied directory was left"
+    );
+    // An empty directory made by hand is no node either.
+    std::fs::create_dir_all(root.path().join("empty/deeper")).unwrap();
+    let (s, _, _) = call(&app, Method::GET, "/api/v1/meta/empty", &[], Body::empty()).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn smaller_findings() {
+    let root = tempfile::tempdir().unwrap();
+    let app = router(AppState::new(
+        Store::local(root.path()).unwrap(),
+        writable(),
+    ));
+    // Trailing slashes on API paths.
+    let (s, _, _) = call(&app, Method::GET, "/api/v1/tree/", &[], Body::empty()).await;
+    assert_eq!(s, StatusCode::OK);
+    // Names the directory store cannot write: 400, not 502.
+    let long = "n".repeat(254);
+    let (s, _, b) = call(&app, Method::PUT, &format!("/zarr/{long}"), &[], "x").await;
+    assert_eq!(
+        (s, error_code(&b).as_str()),
+        (StatusCode::BAD_REQUEST, "invalid_key")
+    );
+    // NaN with a payload is NaN in JSON data.
+    let spec = json!({"node_type": "array", "shape": [2], "chunks": [2], "dtype": "float32", "fill_value": 0.0, "codecs": null}).to_string();
+    call(&app, Method::PUT, "/api/v1/meta/f", &[], spec).await;
+    let raw: Vec<u8> = [0x7fc0_0001u32, 0x3f80_0000]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    call(&app, Method::PUT, "/zarr/f/c/0", &[], raw).await;
+    let (_, _, b) = call(
+        &app,
+        Method::GET,
+        "/api/v1/data/f?format=json",
+        &[],
+        Body::empty(),
+    )
+    .await;
+    let v: Value = serde_json::from_slice(&b).unwrap();
+    assert_eq!(v["data"], json!(["NaN", 1.0]));
+    // Invalid UTF-32 in an .npy body is refused, not stored as U+FFFD.
+    let spec =
+        json!({"node_type": "array", "shape": [1], "chunks": [1], "dtype": "string"}).to_string();
+    call(&app, Method::PUT, "/api/v1/meta/s", &[], spec).await;
+    let mut npy = b"\x93NUMPY\x01\x00".to_vec();
+    let mut header = "{'descr': '<U1', 'fortran_order': False, 'shape': (1,), }".to_string();
+    while (10 + header.len() + 1) % 64 != 0 {
+        header.push(' ');
+    }
+    header.push('\n');
+    npy.extend((header.len() as u16).to_le_bytes());
+    npy.extend(header.as_bytes());
+    npy.extend(0xD800u32.to_le_bytes());
+    let (s, _, b) = call(
+        &app,
+        Method::PUT,
+        "/api/v1/data/s",
+        &[("content-type", "application/x-npy")],
+        npy,
+    )
+    .await;
+    assert_eq!(
+        s,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        String::from_utf8_lossy(&b)
+    );
+    // One corrupt document does not take the tree down.
+    std::fs::create_dir(root.path().join("bad")).unwrap();
+    std::fs::write(root.path().join("bad/zarr.json"), b"{not json").unwrap();
+    let (s, _, b) = call(&app, Method::GET, "/api/v1/tree", &[], Body::empty()).await;
+    assert_eq!(s, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+    let tree: Value = serde_json::from_slice(&b).unwrap();
+    let nodes = tree["nodes"].as_array().unwrap();
+    let bad = nodes
+        .iter()
+        .find(|n| n["path"] == "bad")
+        .expect("the broken node is listed");
+    assert_eq!(bad["error"]["code"], json!("invalid_metadata"));
+    assert!(
+        nodes.iter().any(|n| n["path"] == "f"),
+        "its siblings are still listed"
+    );
+}
+
+#[test]
+fn a_shared_load_that_failed_on_the_store_stays_a_store_error() {
+    use zarrd::http::error::ApiError;
+    use zarrd::store::StoreError;
+    use zarrd::zarr::ZarrError;
+    let original = ZarrError::Store(StoreError::Backend {
+        key: "a/c/0".into(),
+        source: object_store::Error::Generic {
+            store: "S3",
+            source: "connection refused".into(),
+        },
+    });
+    let copy = ApiError::from(original.shared_copy());
+    assert_eq!(
+        (copy.status, copy.code),
+        (StatusCode::BAD_GATEWAY, "store_error")
+    );
+    assert!(
+        copy.message.contains("connection refused"),
+        "{}",
+        copy.message
+    );
+}

@@ -1,0 +1,142 @@
+//! Slow and stalled clients against a running server (the real accept loop,
+//! over loopback): half-sent requests and idle connections are closed after
+//! the header timeout, and a streaming response holds its concurrency slot
+//! until its last byte, while liveness is never refused.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+struct Server {
+    child: Child,
+    addr: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start(args: &[&str]) -> Server {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_zarrd"))
+        .args(["serve", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .env("ZARRD_LOG", "error")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("zarrd starts");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .rsplit("http://")
+        .next()
+        .unwrap()
+        .trim_end_matches('/')
+        .to_string();
+    Server { child, addr }
+}
+
+/// The status line of one request sent whole on a new connection.
+fn status(addr: &str, path: &str) -> String {
+    send(addr, "GET", path, "")
+}
+
+fn send(addr: &str, method: &str, path: &str, body: &str) -> String {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    let mut line = String::new();
+    BufReader::new(s).read_line(&mut line).unwrap();
+    line.trim().to_string()
+}
+
+/// Whether the server closes `s` within `within`.
+fn closed_within(s: &mut TcpStream, within: Duration) -> bool {
+    s.set_read_timeout(Some(within)).unwrap();
+    let mut buf = [0u8; 512];
+    let started = Instant::now();
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue,
+            Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return true,
+            Err(_) => return started.elapsed() < within,
+        }
+    }
+}
+
+#[test]
+fn half_sent_requests_and_idle_connections_are_closed() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(&[dir.path().to_str().unwrap(), "--header-timeout", "1"]);
+    let mut half = TcpStream::connect(&server.addr).unwrap();
+    half.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    let mut idle = TcpStream::connect(&server.addr).unwrap();
+    assert!(
+        closed_within(&mut half, Duration::from_secs(5)),
+        "a half-sent request kept its connection"
+    );
+    assert!(
+        closed_within(&mut idle, Duration::from_secs(5)),
+        "an idle connection was kept"
+    );
+    assert!(status(&server.addr, "/healthz").contains("200"));
+}
+
+#[test]
+fn streaming_responses_hold_their_slot_and_liveness_is_never_shed() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(&[
+        dir.path().to_str().unwrap(),
+        "--max-concurrency",
+        "2",
+        "--allow-anonymous-writes",
+    ]);
+    // 64 MiB as .npy: far more than socket buffers hold, so a reader that
+    // reads nothing keeps its response in flight.
+    let spec =
+        r#"{"node_type":"array","shape":[4096,2048],"chunks":[1024,1024],"dtype":"float64"}"#;
+    assert!(send(&server.addr, "PUT", "/api/v1/meta/big", spec).contains("201"));
+    assert!(send(&server.addr, "PUT", "/api/v1/data/big", r#"{"data":1.5}"#).contains("200"));
+    let mut slow = Vec::new();
+    for _ in 0..2 {
+        let mut s = TcpStream::connect(&server.addr).unwrap();
+        write!(s, "GET /api/v1/data/big HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut line = String::new();
+        let mut reader = BufReader::with_capacity(64, s.try_clone().unwrap());
+        reader.read_line(&mut line).unwrap();
+        assert!(line.contains("200"), "{line}");
+        slow.push(s);
+    }
+    let third = status(&server.addr, "/api/v1/meta/big");
+    assert!(
+        third.contains("503"),
+        "a third request was let in while two bodies streamed: {third}"
+    );
+    let live = status(&server.addr, "/healthz");
+    assert!(live.contains("200"), "liveness was refused: {live}");
+    drop(slow);
+    // Once the readers are gone, their slots are free again.
+    let mut after = String::new();
+    for _ in 0..50 {
+        after = status(&server.addr, "/api/v1/meta/big");
+        if after.contains("200") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(after.contains("200"), "slots were not released: {after}");
+}
