@@ -418,11 +418,14 @@ pub fn router(state: AppState) -> Router {
     Router::new().fallback_service(tower::util::MapRequest::new(app, trim_api_slash))
 }
 
-/// Drop trailing slashes from `/api/v1/...` paths (not from `/zarr/`,
-/// where a trailing slash asks for a listing).
+/// Drop trailing slashes from the paths of `/api/v1/...` reads (not from
+/// `/zarr/`, where a trailing slash asks for a listing; writes name their
+/// node exactly).
 fn trim_api_slash(mut request: Request) -> Request {
+    let read = matches!(*request.method(), Method::GET | Method::HEAD);
     let path = request.uri().path();
-    if path.starts_with("/api/v1/") && path.len() > "/api/v1/".len() && path.ends_with('/') {
+    if read && path.starts_with("/api/v1/") && path.len() > "/api/v1/".len() && path.ends_with('/')
+    {
         let trimmed = path.trim_end_matches('/').to_string();
         let target = match request.uri().query() {
             Some(q) => format!("{trimmed}?{q}"),
