@@ -151,7 +151,7 @@ pub struct ServeArgs {
     #[arg(long, env = "ZARRD_SHUTDOWN_TIMEOUT")]
     pub shutdown_timeout: Option<f64>,
     /// Seconds a client has to send a request's headers; also how long an
-    /// idle keep-alive connection stays open [default: 10]
+    /// idle keep-alive connection stays open [default: 30]
     #[arg(long, env = "ZARRD_HEADER_TIMEOUT")]
     pub header_timeout: Option<f64>,
     /// Seconds a request body may go without sending data (408 after) [default: 30]
@@ -355,7 +355,7 @@ impl Default for Config {
             max_concurrency: 1024,
             request_timeout: Duration::from_secs(300),
             shutdown_timeout: Duration::from_secs(30),
-            header_timeout: Duration::from_secs(10),
+            header_timeout: Duration::from_secs(30),
             body_timeout: Duration::from_secs(30),
             cors: Cors::default(),
             mounts: Vec::new(),

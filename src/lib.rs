@@ -4,11 +4,11 @@
 //! store layer it reads and writes through ([`store`]).
 
 pub mod auth;
-pub mod cache;
 pub mod config;
 pub mod demo;
 pub mod http;
 pub mod metrics;
 pub mod npy;
+pub mod service;
 pub mod store;
 pub mod zarr;

@@ -566,7 +566,7 @@ async fn small_values_come_from_the_cache_until_a_write_or_a_recheck() {
         .put(&key("blob"), Bytes::from_static(b"one"))
         .await
         .unwrap();
-    let big = vec![7u8; (zarrd::cache::STORED_MAX + 1) as usize];
+    let big = vec![7u8; (zarrd::service::cache::STORED_MAX + 1) as usize];
     store
         .put(&key("big"), Bytes::from(big.clone()))
         .await

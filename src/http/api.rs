@@ -1,30 +1,24 @@
 //! `/api/v1`: the hierarchy as JSON (`tree`, `meta`) and server-side slicing
 //! (`data`) answered as `.npy`, JSON or raw bytes.
 
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::extract::State;
 
 use super::extract::{ApiPath, ApiQuery};
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::Response;
 use axum::Json;
-use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use super::error::{ApiError, ApiResult};
-use super::formats::{fixed_width, json_data, slabs, Format};
 use super::AppState;
+use crate::service::{ReadRequest, ServiceError};
 use crate::store::{node_path, StoreKey};
-use crate::zarr::array::{extract_field, metadata_key};
+use crate::zarr::array::metadata_key;
 use crate::zarr::fill::fill_to_v3_json;
 use crate::zarr::metadata::{CodecSpec, Order};
-use crate::zarr::{
-    Array, ArrayBytes, ArrayMetadata, DataType, Endian, NodeMetadata, Resolved, Selection,
-};
-
-/// Bytes per streamed slab of `.npy` / raw output.
-const SLAB_BYTES: u64 = 16 << 20;
+use crate::zarr::{Array, ArrayMetadata, DataType, Endian, NodeMetadata, Selection};
 
 fn path_key(path: &str) -> ApiResult<StoreKey> {
     Ok(node_path(path)?)
@@ -59,8 +53,8 @@ fn node_summary(path: &str, node: &NodeMetadata) -> Value {
 
 /// A node whose metadata cannot be read: listed with the reason, so the
 /// rest of the tree stays visible.
-fn broken(path: &str, error: &crate::zarr::ZarrError) -> Value {
-    let e = ApiError::from(error.shared_copy());
+fn broken(path: &str, error: &ServiceError) -> Value {
+    let e = ApiError::from(error.clone());
     json!({"path": path, "node_type": "unknown", "error": {"status": e.status.as_u16(), "code": e.code, "message": e.message}})
 }
 
@@ -75,22 +69,17 @@ pub async fn tree(
     ApiPath(path): ApiPath<String>,
 ) -> ApiResult<Json<Value>> {
     let key = path_key(&path)?;
-    let nodes = state.hierarchy.walk(&key).await?;
-    let nodes: Vec<Value> = nodes
+    let nodes: Vec<Value> = state
+        .service
+        .tree(&key)
+        .await?
         .iter()
-        .map(|(p, node)| match node {
-            Err(e) => broken(p, e),
-            Ok(NodeMetadata::Array(meta)) => {
-                let array = state
-                    .hierarchy
-                    .bind(
-                        &StoreKey::new(p).unwrap_or_else(|_| StoreKey::root()),
-                        (**meta).clone(),
-                    )
-                    .ok();
-                array_summary(p, meta, array.as_ref())
-            }
-            Ok(node) => node_summary(p, node),
+        .map(|t| match &t.node {
+            Err(e) => broken(&t.path, e),
+            Ok(node) => match &node.meta {
+                NodeMetadata::Array(meta) => array_summary(&t.path, meta, node.array.as_ref()),
+                group => node_summary(&t.path, group),
+            },
         })
         .collect();
     Ok(Json(json!({"path": key.as_str(), "nodes": nodes})))
@@ -107,7 +96,8 @@ pub async fn meta(
     ApiPath(path): ApiPath<String>,
 ) -> ApiResult<Json<Value>> {
     let key = path_key(&path)?;
-    let node = state.cache.node(&state.hierarchy, &key).await?;
+    let cached = state.service.node(&key).await?;
+    let node = &cached.meta;
     let mut out = Map::new();
     out.insert("path".into(), json!(key.as_str()));
     out.insert("zarr_format".into(), json!(node.zarr_format()));
@@ -116,16 +106,20 @@ pub async fn meta(
         "attributes".into(),
         Value::Object(node.attributes().clone()),
     );
-    match node.as_ref() {
+    match node {
         NodeMetadata::Group(group) => {
             let members: Vec<Value> = state
-                .hierarchy
-                .children(&key)
+                .service
+                .members(&key)
                 .await?
                 .iter()
                 .map(|(name, n)| match n {
                     Ok(n) => json!({"name": name, "node_type": n.node_type()}),
-                    Err(e) => broken(name, e),
+                    Err(e) => {
+                        let mut b = broken(name, e);
+                        b["name"] = json!(name);
+                        b
+                    }
                 })
                 .collect();
             out.insert("members".into(), json!(members));
@@ -133,9 +127,10 @@ pub async fn meta(
                 out.insert("implicit".into(), json!(true));
             }
         }
-        NodeMetadata::Array(meta) => {
-            let array = state.hierarchy.bind(&key, (**meta).clone())?;
-            array_details(&state, &array, &mut out).await?;
+        NodeMetadata::Array(_) => {
+            if let Some(array) = &cached.array {
+                array_details(&state, array, &mut out).await?;
+            }
         }
     }
     Ok(Json(Value::Object(out)))
@@ -188,25 +183,12 @@ async fn array_details(
         "nbytes".into(),
         json!(meta.dtype.size().and_then(|s| count.checked_mul(s as u64))),
     );
-    // Storage: stored chunk-grid keys (shards when sharded) and their bytes.
-    let prefix_len = if array.path().is_root() {
-        0
-    } else {
-        array.path().as_str().len() + 1
-    };
-    let (mut stored, mut initialized) = (0u64, 0u64);
-    for (k, size) in state.store.list_sizes(array.path()).await? {
-        if meta
-            .chunk_key_encoding
-            .decode(&k.as_str()[prefix_len..], meta.ndim())
-            .is_some()
-        {
-            stored += size;
-            initialized += 1;
-        }
-    }
-    out.insert("stored_bytes".into(), json!(stored));
-    out.insert("chunks_initialized".into(), json!(initialized));
+    let storage = state.service.storage(array).await?;
+    out.insert("stored_bytes".into(), json!(storage.stored_bytes));
+    out.insert(
+        "chunks_initialized".into(),
+        json!(storage.chunks_initialized),
+    );
     out.insert(
         "chunks_total".into(),
         json!(meta.grid_shape().iter().product::<u64>()),
@@ -261,15 +243,9 @@ pub async fn data_post(
     data(state, &path, params, &headers).await
 }
 
-/// The array at `path`, through the metadata cache.
+/// The array at `path`, from the service's node cache.
 pub async fn open_array(state: &AppState, key: &StoreKey) -> ApiResult<Array> {
-    match state.cache.node(&state.hierarchy, key).await?.as_ref() {
-        NodeMetadata::Array(meta) => Ok(state.hierarchy.bind(key, (**meta).clone())?),
-        NodeMetadata::Group(_) => Err(ApiError::bad_request(
-            "not_an_array",
-            format!("'{key}' is a group; data can only be read from arrays"),
-        )),
-    }
+    Ok(state.service.array(key).await?)
 }
 
 /// A `select=` parameter, with parse errors as 400s.
@@ -291,22 +267,6 @@ fn selection(params: &DataParams) -> ApiResult<Selection> {
     }
 }
 
-/// The element type and shape a data response has.
-struct Output {
-    dtype: DataType,
-    shape: Vec<u64>,
-    field: Option<String>,
-}
-
-impl Output {
-    fn convert(&self, array_dtype: &DataType, data: ArrayBytes) -> ApiResult<ArrayBytes> {
-        match &self.field {
-            Some(name) => Ok(extract_field(&data, array_dtype, name)?.data),
-            None => Ok(data),
-        }
-    }
-}
-
 async fn data(
     state: AppState,
     path: &str,
@@ -314,230 +274,24 @@ async fn data(
     headers: &HeaderMap,
 ) -> ApiResult<Response> {
     let key = path_key(path)?;
-    let format = Format::choose(
+    let format = super::output::choose(
         params.format.as_deref(),
         headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()),
     )
     .map_err(|e| ApiError::bad_request("bad_format", e))?;
-    let array = open_array(&state, &key).await?;
-    let resolved = selection(&params)?.resolve(array.shape())?;
-    let array_dtype = array.metadata().dtype.clone();
-    let mut output = Output {
-        dtype: array_dtype.clone(),
-        shape: resolved.shape(),
-        field: params.field.clone(),
+    let request = ReadRequest {
+        selection: selection(&params)?,
+        field: params.field,
+        fixed_size_only: format.fixed_size_only(),
     };
-    if let Some(name) = &params.field {
-        let field = array_dtype.field(name).ok_or_else(|| {
-            ApiError::bad_request(
-                "bad_field",
-                match &array_dtype {
-                    DataType::Structured(f) => format!(
-                        "no field '{name}'; fields are {}",
-                        f.iter()
-                            .map(|f| f.name.as_str())
-                            .collect::<Vec<_>>()
-                            .join(", ")
-                    ),
-                    _ => format!(
-                        "field '{name}' was asked for but the array's dtype {} has no fields",
-                        array_dtype.name()
-                    ),
-                },
-            )
-        })?;
-        output.dtype = field.dtype.clone();
-        output.shape.extend(field.shape.iter().map(|&d| d as u64));
-    }
-    // A subarray field multiplies the count; saturate so the limit check refuses it.
-    let count = crate::zarr::metadata::element_count(&output.shape).unwrap_or(u64::MAX);
-    let elem = output.dtype.size().map(|s| s as u64);
-    // JSON and variable-length data are built in memory: the smaller limit.
-    let limit = if format == Format::Json || elem.is_none() {
-        state.config.json_limit
-    } else {
-        state.config.response_limit
-    };
-    // A variable-length element costs at least its 24-byte handle in memory.
-    let estimate = count
-        .saturating_mul(elem.unwrap_or(24))
-        .saturating_mul(if format == Format::Json { 4 } else { 1 });
-    if estimate > limit {
-        return Err(too_large(format!(
-                "the selection has {count} elements (about {estimate} bytes as {format:?}), over the {limit}-byte limit; select a smaller region, fewer points, one field, or use format=npy"
-            )));
-    }
-    match (format, elem) {
-        (Format::Json, None) | (Format::Npy, None) => {
-            let limit = state.config.json_limit;
-            let items = read_variable(&array, &resolved, &output, limit).await?;
-            if format == Format::Json {
-                let data = ArrayBytes::Variable(items);
-                let body = json!({"shape": output.shape, "dtype": output.dtype.name(), "data": json_data(&data, &output.dtype, &output.shape)});
-                return Ok(Json(body).into_response());
-            }
-            let text = output.dtype == DataType::String;
-            // Every element is padded to the longest: check that size first.
-            let width = items
-                .iter()
-                .map(|i| {
-                    if text {
-                        String::from_utf8_lossy(i).chars().count() * 4
-                    } else {
-                        i.len()
-                    }
-                })
-                .max()
-                .unwrap_or(0)
-                .max(1) as u64;
-            let padded = width.saturating_mul(items.len() as u64);
-            if padded > limit {
-                return Err(too_large(format!(
-                    "the selection's {} elements padded to the longest ({width} bytes) make {padded} bytes as .npy, over the {limit}-byte limit for variable-length data; select fewer elements or use format=json",
-                    items.len()
-                )));
-            }
-            let (descr, bytes) = fixed_width(&items, text);
-            let mut body = crate::npy::header(&descr, &output.shape);
-            body.extend(bytes);
-            Ok(binary_response(Body::from(body), format, &output, None))
-        }
-        (Format::Json, _) => {
-            let data = output.convert(&array_dtype, array.read(&resolved).await?)?;
-            let body = json!({"shape": output.shape, "dtype": output.dtype.name(), "data": json_data(&data, &output.dtype, &output.shape)});
-            Ok(Json(body).into_response())
-        }
-        (Format::Raw, None) => Err(ApiError::new(
-            StatusCode::NOT_ACCEPTABLE,
-            "not_acceptable",
-            format!(
-                "raw output needs a fixed-size dtype, not {}; use format=json or format=npy",
-                output.dtype.name()
-            ),
-        )),
-        (_, Some(elem)) => stream(array, resolved, output, format, elem).await,
-    }
-}
-
-fn too_large(message: String) -> ApiError {
-    ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "too_large", message)
-}
-
-/// Elements of variable-length data read at a time.
-const VARIABLE_SLAB: u64 = 1 << 16;
-
-/// Variable-length data is assembled in memory, and its size is only known
-/// once read: read it slab by slab and stop as soon as what was read passes
-/// `limit` (per element, its bytes plus what holding it costs).
-async fn read_variable(
-    array: &Array,
-    resolved: &Resolved,
-    output: &Output,
-    limit: u64,
-) -> ApiResult<Vec<Vec<u8>>> {
-    let dtype = array.metadata().dtype.clone();
-    let mut items: Vec<Vec<u8>> = Vec::new();
-    let mut held = 0u64;
-    for slab in slabs(resolved, &array.read_chunk_shape(), 1, VARIABLE_SLAB) {
-        let data = output
-            .convert(&dtype, array.read(&slab).await?)?
-            .into_variable()?;
-        held += data.iter().map(|i| i.len() as u64 + 24).sum::<u64>();
-        if held > limit {
-            return Err(too_large(format!(
-                "the selection's variable-length elements hold more than {limit} bytes, the limit for variable-length data (--json-limit); select fewer elements"
-            )));
-        }
-        items.extend(data);
-    }
-    Ok(items)
-}
-
-fn binary_response(body: Body, format: Format, output: &Output, length: Option<u64>) -> Response {
-    let mut response = Response::new(body);
-    let h = response.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static(format.content_type()),
-    );
-    if let Some(len) = length {
-        h.insert(header::CONTENT_LENGTH, HeaderValue::from(len));
-    }
-    let shape = output
-        .shape
-        .iter()
-        .map(u64::to_string)
-        .collect::<Vec<_>>()
-        .join(",");
-    if let Ok(v) = HeaderValue::from_str(&shape) {
-        h.insert("x-zarr-shape", v);
-    }
-    let dtype = output.dtype.npy_descr().trim_matches('\'').to_string();
-    if let Ok(v) = HeaderValue::from_str(&dtype) {
-        h.insert("x-zarr-dtype", v);
-    }
-    response.extensions_mut().insert(super::NoCompression);
-    response
-}
-
-/// Stream `.npy` or raw output slab by slab: memory stays bounded by a few
-/// slabs, and the first bytes leave before the last chunk is decoded. The
-/// first slab is read before the response starts, so most errors still get
-/// a proper status.
-async fn stream(
-    array: Array,
-    resolved: Resolved,
-    output: Output,
-    format: Format,
-    elem: u64,
-) -> ApiResult<Response> {
-    let row_elem = array.elem_size() as u64;
-    let parts = slabs(
-        &resolved,
-        &array.read_chunk_shape(),
-        row_elem.max(1),
-        SLAB_BYTES,
-    );
-    let header = match format {
-        Format::Npy => crate::npy::header(&output.dtype.npy_descr(), &output.shape),
-        _ => Vec::new(),
-    };
-    let total = header.len() as u64 + output.shape.iter().product::<u64>() * elem;
-    let dtype = array.metadata().dtype.clone();
-    let field = output.field.clone();
-    let convert = move |data: ArrayBytes| -> Result<Bytes, std::io::Error> {
-        let data = match &field {
-            Some(name) => extract_field(&data, &dtype, name).map(|v| v.data),
-            None => Ok(data),
-        };
-        data.and_then(ArrayBytes::into_fixed)
-            .map(Bytes::from)
-            .map_err(std::io::Error::other)
-    };
-    let mut parts = parts.into_iter();
-    let first = match parts.next() {
-        Some(slab) => convert(array.read(&slab).await?).map_err(|e| {
-            ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e.to_string())
-        })?,
-        None => Bytes::new(),
-    };
-    let rest = futures::stream::iter(parts)
-        .map(move |slab| {
-            let array = array.clone();
-            async move { array.read(&slab).await }
-        })
-        .buffered(2)
-        .map(move |r| r.map_err(std::io::Error::other).and_then(&convert));
-    let head = futures::stream::iter([Ok::<Bytes, std::io::Error>(Bytes::from(header)), Ok(first)]);
-    Ok(binary_response(
-        Body::from_stream(head.chain(rest)),
-        format,
-        &output,
-        Some(total),
-    ))
+    let data = state
+        .service
+        .read(&key, request, format.residence())
+        .await?;
+    format.encode(data)
 }
 
 /// `GET /api/v1/stats`: cache counters.
 pub async fn stats(State(state): State<AppState>) -> Json<Value> {
-    Json(json!({"cache": state.cache.stats()}))
+    Json(json!({"cache": state.service.cache().stats()}))
 }

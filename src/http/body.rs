@@ -11,12 +11,7 @@ use crate::zarr::fill::{parse_fill, FillValue};
 use crate::zarr::metadata::element_count;
 use crate::zarr::{ArrayBytes, DataType};
 
-/// Array data from a request, with its shape when the body says it.
-pub struct Incoming {
-    pub data: ArrayBytes,
-    /// `None` for raw bodies, which carry no shape.
-    pub shape: Option<Vec<u64>>,
-}
+pub use crate::service::Incoming;
 
 fn unprocessable(message: impl Into<String>) -> ApiError {
     ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "bad_data", message)

@@ -5,6 +5,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde_json::json;
 
+use crate::service::{ErrorKind, ServiceError};
 use crate::store::StoreError;
 use crate::zarr::ZarrError;
 
@@ -31,55 +32,37 @@ impl ApiError {
     }
 }
 
+/// The one place where a failure's kind becomes an HTTP status.
+impl From<ServiceError> for ApiError {
+    fn from(e: ServiceError) -> Self {
+        let status = match e.kind {
+            ErrorKind::InvalidInput => StatusCode::BAD_REQUEST,
+            ErrorKind::Unprocessable => StatusCode::UNPROCESSABLE_ENTITY,
+            ErrorKind::NotFound => StatusCode::NOT_FOUND,
+            ErrorKind::NotModified => StatusCode::NOT_MODIFIED,
+            ErrorKind::Conflict => StatusCode::CONFLICT,
+            ErrorKind::PreconditionFailed => StatusCode::PRECONDITION_FAILED,
+            ErrorKind::RangeNotSatisfiable => StatusCode::RANGE_NOT_SATISFIABLE,
+            ErrorKind::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ErrorKind::Unsupported => StatusCode::NOT_IMPLEMENTED,
+            ErrorKind::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
+            ErrorKind::Forbidden => StatusCode::FORBIDDEN,
+            ErrorKind::StoreUnavailable => StatusCode::BAD_GATEWAY,
+            ErrorKind::CorruptData | ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        ApiError::new(status, e.code, e.message)
+    }
+}
+
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
-        let (status, code) = match &e {
-            StoreError::InvalidKey { .. } => (StatusCode::BAD_REQUEST, "invalid_key"),
-            StoreError::NotFound { .. } => (StatusCode::NOT_FOUND, "not_found"),
-            StoreError::Precondition { .. } => {
-                (StatusCode::PRECONDITION_FAILED, "precondition_failed")
-            }
-            StoreError::AlreadyExists { .. } => (StatusCode::PRECONDITION_FAILED, "already_exists"),
-            StoreError::NotModified { .. } => (StatusCode::NOT_MODIFIED, "not_modified"),
-            StoreError::RangeNotSatisfiable { .. } => {
-                (StatusCode::RANGE_NOT_SATISFIABLE, "range_not_satisfiable")
-            }
-            StoreError::NotSupported { .. } => (StatusCode::NOT_IMPLEMENTED, "not_supported"),
-            StoreError::Conflict { .. } => (StatusCode::CONFLICT, "conflict"),
-            StoreError::ReadOnly { .. } => (StatusCode::FORBIDDEN, "read_only"),
-            StoreError::Forbidden { .. } => (StatusCode::FORBIDDEN, "forbidden_key"),
-            StoreError::BadUrl { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "bad_store"),
-            StoreError::Backend { .. } => {
-                crate::metrics::count(&crate::metrics::STORE_ERRORS);
-                (StatusCode::BAD_GATEWAY, "store_error")
-            }
-        };
-        ApiError::new(status, code, e.to_string())
+        ServiceError::from(e).into()
     }
 }
 
 impl From<ZarrError> for ApiError {
     fn from(e: ZarrError) -> Self {
-        let (status, code) = match &e {
-            ZarrError::Store(_) => {
-                let ZarrError::Store(inner) = e else {
-                    unreachable!()
-                };
-                return inner.into();
-            }
-            ZarrError::NodeNotFound { .. } => (StatusCode::NOT_FOUND, "not_found"),
-            ZarrError::NodeExists { .. } => (StatusCode::CONFLICT, "exists"),
-            ZarrError::WrongNodeType { .. } => (StatusCode::BAD_REQUEST, "wrong_node_type"),
-            ZarrError::Selection(_) => (StatusCode::BAD_REQUEST, "bad_selection"),
-            ZarrError::Data(_) => (StatusCode::UNPROCESSABLE_ENTITY, "bad_data"),
-            ZarrError::DataType(_) | ZarrError::FillValue(_) => {
-                (StatusCode::UNPROCESSABLE_ENTITY, "bad_metadata")
-            }
-            ZarrError::Metadata { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "invalid_metadata"),
-            ZarrError::CorruptChunk { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "corrupt_chunk"),
-            ZarrError::Codec { .. } => (StatusCode::INTERNAL_SERVER_ERROR, "codec_error"),
-        };
-        ApiError::new(status, code, e.to_string())
+        ServiceError::from(e).into()
     }
 }
 

@@ -6,9 +6,9 @@ pub mod auth;
 pub mod body;
 pub mod error;
 pub mod extract;
-pub mod formats;
 pub mod limits;
 pub mod listing;
+pub mod output;
 pub mod range;
 pub mod raw;
 mod serve;
@@ -34,10 +34,9 @@ use tower_http::LatencyUnit;
 use tracing::Level;
 
 use crate::auth::Auth;
-use crate::cache::{CachedSource, ZarrCache};
 use crate::config::Config;
+use crate::service::{Limits, Service};
 use crate::store::Store;
-use crate::zarr::Hierarchy;
 use error::ApiError;
 
 /// The server's state, handed to every handler and middleware.
@@ -49,8 +48,8 @@ pub struct AppState(Arc<Shared>);
 #[derive(Debug)]
 pub struct Shared {
     pub store: Store,
-    pub hierarchy: Hierarchy,
-    pub cache: Arc<ZarrCache>,
+    /// Every operation on the hierarchy, with the caches.
+    pub service: Service,
     pub config: Arc<Config>,
     pub auth: Arc<Auth>,
     pub metrics: Arc<crate::metrics::Metrics>,
@@ -60,9 +59,16 @@ pub struct Shared {
 
 impl AppState {
     pub fn new(store: Store, config: Config) -> Self {
-        let cache = ZarrCache::new(config.cache_size, config.recheck_cached);
-        let hierarchy =
-            Hierarchy::new(store.clone()).with_source(Arc::new(CachedSource(cache.clone())));
+        let limits = Limits {
+            in_memory: config.json_limit,
+            streamed: config.response_limit,
+        };
+        let service = Service::new(
+            store.clone(),
+            config.cache_size,
+            config.recheck_cached,
+            limits,
+        );
         let in_flight = Arc::new(tokio::sync::Semaphore::new(config.max_concurrency));
         // Tokens were validated when the configuration was resolved; should
         // they not be, nothing anonymous is allowed.
@@ -75,8 +81,7 @@ impl AppState {
         .unwrap_or_default();
         AppState(Arc::new(Shared {
             store,
-            hierarchy,
-            cache,
+            service,
             config: Arc::new(config),
             auth: Arc::new(auth),
             metrics: Arc::default(),
@@ -177,7 +182,7 @@ const OPENAPI: &str = include_str!("../../openapi.yaml");
 
 async fn metrics(State(state): State<AppState>) -> Response {
     use crate::metrics::{read, CHUNKS_DECODED, CHUNKS_ENCODED, LOAD_SHED, STORE_ERRORS};
-    let c = state.cache.stats();
+    let c = state.service.cache().stats();
     let u = state.store.update_totals();
     let extra = [
         (

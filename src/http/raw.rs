@@ -15,7 +15,7 @@ use futures::{StreamExt, TryStreamExt};
 use super::error::{ApiError, ApiResult};
 use super::range::{self, ByteRange};
 use super::{AppState, NoCompression};
-use crate::cache::STORED_MAX;
+use crate::service::cache::STORED_MAX;
 use crate::store::chrono_like::Timestamp;
 use crate::store::{GetRequest, KeyMeta, StoreError, StoreKey, StoreRange};
 use crate::zarr::metadata::DOCUMENT_NAMES;
@@ -61,12 +61,7 @@ enum Verdict {
     PreconditionFailed,
 }
 
-/// Whether request entity tags (`*` or a list) match a stored ETag.
-pub(super) fn etags_match(tags: &[String], stored: Option<&str>) -> bool {
-    let stored = stored.map(|t| t.trim_matches('"'));
-    tags.iter()
-        .any(|t| (t == "*" && stored.is_some()) || Some(t.as_str()) == stored)
-}
+pub(super) use crate::store::etags_match;
 
 fn evaluate(headers: &HeaderMap, meta: &KeyMeta) -> Verdict {
     let matches = |tags: &[String]| etags_match(tags, bare_etag(meta));
@@ -233,7 +228,7 @@ pub async fn get_key(
     let ranged = range.is_some();
     // Whole small values come from the cache when it holds them.
     if !ranged {
-        let cached = state.cache.stored(&state.store, &key).await;
+        let cached = state.service.cache().stored(&state.store, &key).await;
         if let Some((bytes, meta)) = cached.map_err(|e| store_error(e, &key))? {
             if let Some(answer) = preconditions(&key, &headers, &meta) {
                 return answer;
@@ -241,7 +236,7 @@ pub async fn get_key(
             return Ok(finish(&key, &meta, 0..meta.size, false, Body::from(bytes)));
         }
     }
-    let generation = state.cache.read_generation(&key);
+    let generation = state.service.cache().read_generation(&key);
     let got = match state.store.get_with(&key, GetRequest { range }).await {
         Ok(got) => got,
         Err(StoreError::RangeNotSatisfiable { size, .. }) => return Ok(unsatisfiable(size)),
@@ -266,7 +261,8 @@ pub async fn get_key(
             .map_err(|e| store_error(e, &key))?;
         let bytes = Bytes::from(bytes.concat());
         state
-            .cache
+            .service
+            .cache()
             .keep_stored(&key, generation, bytes.clone(), meta.clone())
             .await;
         return Ok(finish(&key, &meta, span, false, Body::from(bytes)));

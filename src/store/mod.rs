@@ -217,6 +217,14 @@ pub struct Listing {
     pub prefixes: Vec<String>,
 }
 
+/// Whether request entity tags (`*` or a list, unquoted) match a stored
+/// ETag: the comparison of every conditional read and write.
+pub fn etags_match(tags: &[String], stored: Option<&str>) -> bool {
+    let stored = stored.map(|t| t.trim_matches('"'));
+    tags.iter()
+        .any(|t| (t == "*" && stored.is_some()) || Some(t.as_str()) == stored)
+}
+
 /// Prefix of keys the server keeps for itself (lock files); hidden from listings.
 pub const INTERNAL_PREFIX: &str = "__zarrd";
 
@@ -250,7 +258,7 @@ fn key_of(location: &Path) -> Option<StoreKey> {
 /// Refuse keys in the server's own folder, at the root of every store.
 fn reserved(key: &StoreKey) -> Result<(), StoreError> {
     if is_internal(key.as_str()) {
-        return Err(StoreError::Forbidden {
+        return Err(StoreError::InvalidKey {
             key: key.to_string(),
             reason: format!("'{INTERNAL_PREFIX}/' is reserved for the server's lock files"),
         });

@@ -31,7 +31,7 @@ async fn conformance(store: Store) {
         store.delete(&k("__zarrd/locks/x")).await.err(),
     ] {
         assert!(
-            matches!(refused, Some(StoreError::Forbidden { .. })),
+            matches!(refused, Some(StoreError::InvalidKey { .. })),
             "{refused:?}"
         );
     }

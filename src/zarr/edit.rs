@@ -54,7 +54,7 @@ impl Hierarchy {
                     .map(|v| parse_json(key.as_str(), &v.bytes))
                     .transpose();
                 let next = doc.and_then(&edit).and_then(|doc| {
-                    serde_json::to_vec_pretty(&doc).map_err(|e| ZarrError::Data(e.to_string()))
+                    serde_json::to_vec_pretty(&doc).map_err(|e| ZarrError::Internal(e.to_string()))
                 });
                 std::future::ready(next.map(|bytes| Replacement {
                     bytes,
@@ -211,7 +211,7 @@ impl Hierarchy {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .take()
-            .ok_or_else(|| ZarrError::Data("internal error: resize did not run".into()))?;
+            .ok_or_else(|| ZarrError::Internal("resize did not run".into()))?;
         let mut meta = *meta;
         meta.shape = new;
         Ok((old, meta))
@@ -264,8 +264,8 @@ impl Hierarchy {
         let (old, meta) = self
             .reshape(path, |current| {
                 if axis >= current.len() {
-                    return Err(ZarrError::Data(format!(
-                        "axis {axis} is out of range for {} dimensions",
+                    return Err(ZarrError::Selection(format!(
+                        "axis {axis} is out of range for an array of {} dimensions",
                         current.len()
                     )));
                 }

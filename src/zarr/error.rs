@@ -41,6 +41,9 @@ pub enum ZarrError {
     /// Data given for a write does not fit the selection or the data type.
     #[error("data: {0}")]
     Data(String),
+    /// An invariant of the engine itself broke (a bug, not bad input).
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 /// Result alias for the engine.
@@ -98,6 +101,7 @@ impl ZarrError {
             ZarrError::FillValue(m) => ZarrError::FillValue(m.clone()),
             ZarrError::Selection(m) => ZarrError::Selection(m.clone()),
             ZarrError::Data(m) => ZarrError::Data(m.clone()),
+            ZarrError::Internal(m) => ZarrError::Internal(m.clone()),
         }
     }
 

@@ -326,7 +326,8 @@ impl Hierarchy {
     }
 
     pub(crate) async fn put_json(&self, key: StoreKey, doc: &Value) -> Result<()> {
-        let bytes = serde_json::to_vec_pretty(doc).map_err(|e| ZarrError::Data(e.to_string()))?;
+        let bytes =
+            serde_json::to_vec_pretty(doc).map_err(|e| ZarrError::Internal(e.to_string()))?;
         self.store.put(&key, bytes.into()).await?;
         Ok(())
     }

@@ -443,9 +443,98 @@ fn orthogonal_chunks(dims: &[ResolvedDim], chunk_shape: &[u64]) -> Vec<(Vec<u64>
     }
 }
 
+/// Split a selection into slabs along its first dimension of length > 1,
+/// each within one chunk row and at most `max_bytes` (when `row_bytes`, the
+/// bytes of one step along that dimension, allows). Concatenating the slabs'
+/// C-order results gives the whole selection's C-order result.
+pub fn slab_split(
+    selection: &Resolved,
+    chunk_shape: &[u64],
+    elem: u64,
+    max_bytes: u64,
+) -> Vec<Resolved> {
+    match selection {
+        Resolved::Points { coords } => {
+            let per = (max_bytes / elem.max(1)).max(1) as usize;
+            coords
+                .chunks(per)
+                .map(|c| Resolved::Points { coords: c.to_vec() })
+                .collect()
+        }
+        Resolved::Orthogonal(dims) => {
+            let Some(d) = dims.iter().position(|dim| dim.indices.len() > 1) else {
+                return vec![selection.clone()];
+            };
+            let row_bytes: u64 = dims[d + 1..]
+                .iter()
+                .map(|x| x.indices.len())
+                .product::<u64>()
+                * elem;
+            let max_rows = (max_bytes / row_bytes.max(1)).max(1);
+            let mut out = Vec::new();
+            let n = dims[d].indices.len();
+            let mut start = 0;
+            while start < n {
+                let chunk = dims[d].indices.get(start) / chunk_shape[d];
+                let mut end = start + 1;
+                while end < n
+                    && end - start < max_rows
+                    && dims[d].indices.get(end) / chunk_shape[d] == chunk
+                {
+                    end += 1;
+                }
+                let mut slab = dims.clone();
+                slab[d] = ResolvedDim {
+                    indices: sub_indices(&dims[d].indices, start, end),
+                    keep: dims[d].keep,
+                };
+                out.push(Resolved::Orthogonal(slab));
+                start = end;
+            }
+            out
+        }
+    }
+}
+
+fn sub_indices(indices: &Indices, start: u64, end: u64) -> Indices {
+    match indices {
+        Indices::Range { start: s, step, .. } => Indices::Range {
+            start: s + start * step,
+            step: *step,
+            len: end - start,
+        },
+        Indices::List(l) => Indices::List(l[start as usize..end as usize].to_vec()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slabs_cover_the_selection_in_order() {
+        let sel = Selection::parse("3:20:2,1:4")
+            .unwrap()
+            .resolve(&[30, 5])
+            .unwrap();
+        let parts = slab_split(&sel, &[8, 5], 4, 1 << 20);
+        let rows: Vec<u64> = parts
+            .iter()
+            .flat_map(|p| match p {
+                Resolved::Orthogonal(d) => (0..d[0].indices.len())
+                    .map(|i| d[0].indices.get(i))
+                    .collect::<Vec<_>>(),
+                _ => vec![],
+            })
+            .collect();
+        assert_eq!(rows, vec![3, 5, 7, 9, 11, 13, 15, 17, 19]);
+        assert_eq!(parts.len(), 3, "one slab per chunk row");
+        assert_eq!(
+            slab_split(&sel, &[100, 5], 4, 24).len(),
+            5,
+            "byte cap splits rows"
+        );
+    }
 
     #[test]
     fn parses_numpy_syntax() {

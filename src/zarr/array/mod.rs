@@ -172,17 +172,10 @@ pub async fn run_blocking<T: Send + 'static>(
 ) -> Result<T> {
     let (tx, rx) = tokio::sync::oneshot::channel();
     rayon::spawn(move || {
-        let result =
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(work)).unwrap_or_else(|_| {
-                Err(ZarrError::Data(
-                    "internal error: a chunk task panicked".into(),
-                ))
-            });
+        let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work))
+            .unwrap_or_else(|_| Err(ZarrError::Internal("a chunk task panicked".into())));
         let _ = tx.send(result);
     });
-    rx.await.unwrap_or_else(|_| {
-        Err(ZarrError::Data(
-            "internal error: a chunk task was dropped".into(),
-        ))
-    })
+    rx.await
+        .unwrap_or_else(|_| Err(ZarrError::Internal("a chunk task was dropped".into())))
 }

@@ -79,8 +79,8 @@ impl Array {
                 self.read_chunked(selection, &out).await?;
             }
         }
-        let out = Arc::try_unwrap(out)
-            .map_err(|_| ZarrError::Data("internal error: output still shared".into()))?;
+        let out =
+            Arc::try_unwrap(out).map_err(|_| ZarrError::Internal("output still shared".into()))?;
         Ok(out.into_inner().unwrap_or_else(|p| p.into_inner()))
     }
 

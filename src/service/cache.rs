@@ -83,6 +83,24 @@ impl Entry {
     }
 }
 
+/// A node as the server keeps it: its metadata and, for an array, the
+/// runtime array bound to the store with its codec chain built.
+#[derive(Debug)]
+pub struct Node {
+    pub meta: NodeMetadata,
+    pub array: Option<Array>,
+}
+
+impl Node {
+    fn bind(hierarchy: &Hierarchy, path: &StoreKey, meta: NodeMetadata) -> Result<Self> {
+        let array = match &meta {
+            NodeMetadata::Array(m) => Some(hierarchy.bind(path, (**m).clone())?),
+            NodeMetadata::Group(_) => None,
+        };
+        Ok(Node { meta, array })
+    }
+}
+
 /// Counters shown at `/api/v1/stats`.
 #[derive(Debug, Default)]
 pub struct Counters {
@@ -108,7 +126,7 @@ pub struct CacheStats {
 #[derive(Debug)]
 pub struct ZarrCache {
     chunks: Cache<Key, Arc<Entry>>,
-    metadata: Cache<String, (Arc<NodeMetadata>, Instant)>,
+    metadata: Cache<String, (Arc<Node>, Instant)>,
     generations: RwLock<HashMap<String, u64>>,
     recheck: Recheck,
     capacity: u64,
@@ -309,13 +327,21 @@ impl ZarrCache {
     }
 
     /// Node metadata at `path`, cached as the recheck policy allows.
-    pub async fn node(&self, hierarchy: &Hierarchy, path: &StoreKey) -> Result<Arc<NodeMetadata>> {
-        if let Some((node, at)) = self.metadata.get(path.as_str()).await {
-            if !self.due(at) {
-                return Ok(node);
+    /// The node at `path` with, for an array, its runtime array (codec
+    /// chain built once), cached as the recheck policy allows. A recheck
+    /// that finds the same metadata keeps the runtime array it has.
+    pub async fn node(&self, hierarchy: &Hierarchy, path: &StoreKey) -> Result<Arc<Node>> {
+        let cached = self.metadata.get(path.as_str()).await;
+        if let Some((node, at)) = &cached {
+            if !self.due(*at) {
+                return Ok(node.clone());
             }
         }
-        let node = Arc::new(hierarchy.node(path).await?);
+        let meta = hierarchy.node(path).await?;
+        let node = match cached {
+            Some((node, _)) if node.meta == meta => node,
+            _ => Arc::new(Node::bind(hierarchy, path, meta)?),
+        };
         self.metadata
             .insert(path.as_str().to_string(), (node.clone(), Instant::now()))
             .await;
@@ -438,7 +464,9 @@ impl ChunkSource for CachedSource {
             }
         }
         out.into_iter()
-            .map(|c| c.ok_or_else(|| ZarrError::Data("internal error: inner chunk missing".into())))
+            .map(|c| {
+                c.ok_or_else(|| ZarrError::Internal("inner chunk missing after its fetch".into()))
+            })
             .collect()
     }
 

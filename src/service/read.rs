@@ -1,0 +1,221 @@
+//! Reading a selection of an array: which elements, of which type and shape,
+//! bounded before any work starts and, for fixed-size data, delivered slab
+//! by slab so memory stays bounded whatever the selection's size.
+
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use futures::StreamExt;
+
+use super::{Result, Service, ServiceError};
+use crate::store::StoreKey;
+use crate::zarr::array::extract_field;
+use crate::zarr::selection::slab_split;
+use crate::zarr::{Array, ArrayBytes, DataType, Resolved, Selection};
+
+/// Bytes per slab of streamed output.
+const SLAB_BYTES: u64 = 16 << 20;
+
+/// Elements of variable-length data read at a time.
+const VARIABLE_SLAB: u64 = 1 << 16;
+
+/// What to read.
+#[derive(Debug, Clone)]
+pub struct ReadRequest {
+    pub selection: Selection,
+    /// One field of a structured array.
+    pub field: Option<String>,
+    /// The answer can only carry fixed-size data types (raw bytes).
+    pub fixed_size_only: bool,
+}
+
+/// Where an output format builds its answer, which decides the limit it
+/// is held to and whether the data arrives whole or slab by slab.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Residence {
+    /// Built whole in memory, `expansion` bytes of output per byte of data.
+    InMemory { expansion: u64 },
+    /// Streamed as it is read.
+    Streamed,
+}
+
+/// A selection's data, typed and shaped, ready to encode.
+pub struct Data {
+    pub dtype: DataType,
+    pub shape: Vec<u64>,
+    /// The limit the answer is held to, for checks only the format can make
+    /// (padding variable-length elements to one width).
+    pub limit: u64,
+    pub content: Content,
+}
+
+pub enum Content {
+    /// The whole selection, C order (in-memory formats, variable-length data).
+    Whole(ArrayBytes),
+    /// Fixed-size elements, little-endian, C order: `first` was read before
+    /// this was returned (so most errors still get a status), `rest` follows.
+    Slabs {
+        bytes: u64,
+        first: Bytes,
+        rest: BoxStream<'static, Result<Bytes>>,
+    },
+}
+
+impl Service {
+    /// Read `request` from the array at `path`, for an answer that lives
+    /// where `residence` says.
+    pub async fn read(
+        &self,
+        path: &StoreKey,
+        request: ReadRequest,
+        residence: Residence,
+    ) -> Result<Data> {
+        let array = self.array(path).await?;
+        let resolved = request.selection.resolve(array.shape())?;
+        let array_dtype = array.metadata().dtype.clone();
+        let mut shape = resolved.shape();
+        let dtype = match &request.field {
+            None => array_dtype.clone(),
+            Some(name) => {
+                let field = array_dtype
+                    .field(name)
+                    .ok_or_else(|| no_field(&array_dtype, name))?;
+                shape.extend(field.shape.iter().map(|&d| d as u64));
+                field.dtype.clone()
+            }
+        };
+        if request.fixed_size_only && dtype.size().is_none() {
+            return Err(ServiceError::new(
+                super::ErrorKind::NotAcceptable,
+                "not_acceptable",
+                format!(
+                    "raw output needs a fixed-size dtype, not {}; use format=json or format=npy",
+                    dtype.name()
+                ),
+            ));
+        }
+        // A subarray field multiplies the count; saturate so the limit check refuses it.
+        let count = crate::zarr::metadata::element_count(&shape).unwrap_or(u64::MAX);
+        let elem = dtype.size().map(|s| s as u64);
+        let (limit, expansion) = match (residence, elem) {
+            (Residence::InMemory { expansion }, _) => (self.limits.in_memory, expansion),
+            // Variable-length data is assembled in memory whatever the format.
+            (Residence::Streamed, None) => (self.limits.in_memory, 1),
+            (Residence::Streamed, Some(_)) => (self.limits.streamed, 1),
+        };
+        // A variable-length element costs at least its 24-byte handle in memory.
+        let estimate = count
+            .saturating_mul(elem.unwrap_or(24))
+            .saturating_mul(expansion);
+        if estimate > limit {
+            return Err(ServiceError::too_large(format!(
+                "the selection has {count} elements (about {estimate} bytes as asked), over the {limit}-byte limit; select a smaller region, fewer points, one field, or use format=npy"
+            )));
+        }
+        let field = request.field;
+        let content = match (residence, elem) {
+            (_, None) => Content::Whole(ArrayBytes::Variable(
+                read_variable(&array, &resolved, field.as_deref(), limit).await?,
+            )),
+            (Residence::InMemory { .. }, Some(_)) => {
+                let data = array.read(&resolved).await?;
+                Content::Whole(convert(&array_dtype, field.as_deref(), data)?)
+            }
+            (Residence::Streamed, Some(elem)) => {
+                stream(array, resolved, field, count.saturating_mul(elem)).await?
+            }
+        };
+        Ok(Data {
+            dtype,
+            shape,
+            limit,
+            content,
+        })
+    }
+}
+
+fn no_field(dtype: &DataType, name: &str) -> ServiceError {
+    ServiceError::invalid(
+        "bad_field",
+        match dtype {
+            DataType::Structured(f) => format!(
+                "no field '{name}'; fields are {}",
+                f.iter()
+                    .map(|f| f.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            _ => format!(
+                "field '{name}' was asked for but the array's dtype {} has no fields",
+                dtype.name()
+            ),
+        },
+    )
+}
+
+fn convert(dtype: &DataType, field: Option<&str>, data: ArrayBytes) -> Result<ArrayBytes> {
+    Ok(match field {
+        Some(name) => extract_field(&data, dtype, name)?.data,
+        None => data,
+    })
+}
+
+/// Variable-length data's size is only known once read: read it slab by
+/// slab and stop as soon as what was read passes `limit` (per element, its
+/// bytes plus what holding it costs).
+async fn read_variable(
+    array: &Array,
+    resolved: &Resolved,
+    field: Option<&str>,
+    limit: u64,
+) -> Result<Vec<Vec<u8>>> {
+    let dtype = &array.metadata().dtype;
+    let mut items: Vec<Vec<u8>> = Vec::new();
+    let mut held = 0u64;
+    for slab in slab_split(resolved, &array.read_chunk_shape(), 1, VARIABLE_SLAB) {
+        let data = convert(dtype, field, array.read(&slab).await?)?.into_variable()?;
+        held += data.iter().map(|i| i.len() as u64 + 24).sum::<u64>();
+        if held > limit {
+            return Err(ServiceError::too_large(format!(
+                "the selection's variable-length elements hold more than {limit} bytes, the limit for data built in memory (--json-limit); select fewer elements"
+            )));
+        }
+        items.extend(data);
+    }
+    Ok(items)
+}
+
+/// Fixed-size data slab by slab: memory stays bounded by a few slabs, and
+/// the first bytes leave before the last chunk is decoded.
+async fn stream(
+    array: Array,
+    resolved: Resolved,
+    field: Option<String>,
+    bytes: u64,
+) -> Result<Content> {
+    let slabs = slab_split(
+        &resolved,
+        &array.read_chunk_shape(),
+        (array.elem_size() as u64).max(1),
+        SLAB_BYTES,
+    );
+    let dtype = array.metadata().dtype.clone();
+    let convert = move |data: ArrayBytes| -> Result<Bytes> {
+        Ok(Bytes::from(
+            convert(&dtype, field.as_deref(), data)?.into_fixed()?,
+        ))
+    };
+    let mut slabs = slabs.into_iter();
+    let first = match slabs.next() {
+        Some(slab) => convert(array.read(&slab).await?)?,
+        None => Bytes::new(),
+    };
+    let rest = futures::stream::iter(slabs)
+        .map(move |slab| {
+            let array = array.clone();
+            async move { array.read(&slab).await }
+        })
+        .buffered(2)
+        .map(move |r| r.map_err(ServiceError::from).and_then(&convert))
+        .boxed();
+    Ok(Content::Slabs { bytes, first, rest })
+}

@@ -1,0 +1,310 @@
+//! Changing the hierarchy: nodes, regions, appends and raw keys. Every
+//! operation here forgets what it makes stale, once, whether it succeeded
+//! or not (a failed write may have changed some chunks).
+
+use bytes::Bytes;
+use serde_json::{Map, Value};
+
+use super::{Result, Service, ServiceError};
+use crate::store::{Replacement, StoreError, StoreKey, Versioned};
+use crate::zarr::metadata::{v1, v2, v3, DOCUMENT_NAMES};
+use crate::zarr::{Array, ArrayBytes, ArrayMetadata, ArraySpec, NodeMetadata, Resolved, ZarrError};
+
+/// Chunks one broadcast write may touch: a scalar body is a few bytes, so
+/// the work is bounded here rather than by the body size limit.
+const MAX_BROADCAST_CHUNKS: u64 = 1 << 20;
+
+/// Array data from a client, with its shape when the encoding carries one.
+#[derive(Debug)]
+pub struct Incoming {
+    pub data: ArrayBytes,
+    /// `None` for raw bytes, which carry no shape.
+    pub shape: Option<Vec<u64>>,
+}
+
+/// A node to create.
+#[derive(Debug)]
+pub enum NodeCreate {
+    Group {
+        zarr_format: u8,
+        attributes: Map<String, Value>,
+    },
+    Array(Box<ArraySpec>),
+}
+
+/// What a region write did.
+#[derive(Debug, Clone)]
+pub struct Written {
+    pub shape: Vec<u64>,
+    pub elements: u64,
+    pub chunks_written: usize,
+    pub chunks_deleted: usize,
+}
+
+fn spec_error(message: impl Into<String>) -> ServiceError {
+    ServiceError::unprocessable("bad_spec", message)
+}
+
+impl Service {
+    /// Forget what a change below `path` makes stale: its node and every
+    /// decoded chunk below it.
+    async fn changed_node(&self, path: &StoreKey) {
+        self.cache.invalidate_node(path.as_str()).await;
+    }
+
+    /// Forget what a change of the value at `key` makes stale: the value,
+    /// and for a metadata document its node and every decoded chunk below it.
+    async fn changed_key(&self, key: &StoreKey) {
+        self.cache.invalidate_key(key.as_str());
+        if DOCUMENT_NAMES.contains(&key.name()) {
+            let node = key.parent().unwrap_or_else(StoreKey::root);
+            self.changed_node(&node).await;
+        }
+    }
+
+    /// Create a group or an array at `path`, replacing what is there (and
+    /// everything below it) when `overwrite`.
+    pub async fn create(&self, path: &StoreKey, node: NodeCreate, overwrite: bool) -> Result<()> {
+        let h = &self.hierarchy;
+        let result = match node {
+            NodeCreate::Group {
+                zarr_format,
+                attributes,
+            } => {
+                h.create_group(path, zarr_format, attributes, overwrite)
+                    .await
+            }
+            NodeCreate::Array(spec) => h.create_array(path, &spec, overwrite).await.map(|_| ()),
+        };
+        self.changed_node(path).await;
+        result.map_err(|e| match e {
+            ZarrError::NodeExists { .. } => ServiceError::new(
+                super::ErrorKind::Conflict,
+                "exists",
+                format!("a node already exists at '{path}'; add ?overwrite=true to replace it"),
+            ),
+            ZarrError::Data(m) | ZarrError::DataType(m) | ZarrError::FillValue(m) => spec_error(m),
+            ZarrError::Metadata { reason, .. } => spec_error(reason),
+            other => other.into(),
+        })
+    }
+
+    /// Merge-patch attributes and/or resize. Shrinking deletes the chunks
+    /// outside the new shape, more than the request names: only when
+    /// `may_delete` (the caller's scope allows it).
+    pub async fn patch(
+        &self,
+        path: &StoreKey,
+        attributes: Option<&Value>,
+        shape: Option<Vec<u64>>,
+        may_delete: bool,
+    ) -> Result<()> {
+        if let Some(shape) = &shape {
+            let current = self.array(path).await?;
+            let shrinks = shape.len() == current.shape().len()
+                && shape
+                    .iter()
+                    .zip(current.shape())
+                    .any(|(new, old)| new < old);
+            if shrinks && !may_delete {
+                return Err(ServiceError::forbidden(
+                    "forbidden",
+                    format!("shrinking '{path}' deletes the chunks outside the new shape; that needs the admin scope"),
+                ));
+            }
+        }
+        let outcome = async {
+            if let Some(attrs) = attributes {
+                self.hierarchy.patch_attributes(path, attrs).await?;
+            }
+            if let Some(shape) = shape {
+                self.hierarchy.resize(path, shape).await?;
+            }
+            Ok::<_, ZarrError>(())
+        }
+        .await;
+        self.changed_node(path).await;
+        outcome.map_err(|e| match e {
+            ZarrError::Data(m) => spec_error(m),
+            other => other.into(),
+        })
+    }
+
+    /// Delete a node and everything below it.
+    pub async fn delete_node(&self, path: &StoreKey) -> Result<()> {
+        let result = self.hierarchy.delete(path).await;
+        self.changed_node(path).await;
+        self.cache.invalidate_all_metadata();
+        Ok(result?)
+    }
+
+    /// Write `incoming` into `selection` of `array`: exactly one value per
+    /// element, or one value for all (a broadcast, written chunk by chunk).
+    pub async fn write_region(
+        &self,
+        array: &Array,
+        selection: &Resolved,
+        incoming: Incoming,
+    ) -> Result<Written> {
+        let shape = selection.shape();
+        let want: u64 = shape.iter().product();
+        let have = incoming.data.len(array.elem_size().max(1)) as u64;
+        let exact = match &incoming.shape {
+            Some(s) => {
+                s.as_slice() == shape
+                    || (s.iter().product::<u64>() == want
+                        && s.iter()
+                            .filter(|&&d| d != 1)
+                            .eq(shape.iter().filter(|&&d| d != 1)))
+            }
+            None => have == want,
+        };
+        let stats = if exact && have == want {
+            array.write(selection, incoming.data).await?
+        } else if have == 1 {
+            let chunks = selection.chunk_count_bound(&array.read_chunk_shape());
+            if chunks > MAX_BROADCAST_CHUNKS {
+                return Err(ServiceError::too_large(format!(
+                    "the selection touches up to {chunks} chunks; one broadcast write may touch at most {MAX_BROADCAST_CHUNKS}"
+                )));
+            }
+            array.write_broadcast(selection, incoming.data).await?
+        } else {
+            let given = incoming
+                .shape
+                .map(|s| format!("{s:?}"))
+                .unwrap_or_else(|| format!("{have} elements"));
+            return Err(ServiceError::unprocessable(
+                "shape_mismatch",
+                format!("the data has shape {given}, the selection has shape {shape:?}"),
+            ));
+        };
+        Ok(Written {
+            elements: want,
+            shape,
+            chunks_written: stats.chunks_written,
+            chunks_deleted: stats.chunks_deleted,
+        })
+    }
+
+    /// Append along `axis` of the array at `path`; the new shape. Data
+    /// without a shape (raw bytes) is whole slices along the axis.
+    pub async fn append(
+        &self,
+        path: &StoreKey,
+        axis: usize,
+        incoming: Incoming,
+    ) -> Result<Vec<u64>> {
+        let array = self.array(path).await?;
+        let current = array.shape().to_vec();
+        let shape = match incoming.shape {
+            Some(s) => s,
+            // An axis out of range is the engine's to refuse.
+            None if axis >= current.len() => current.clone(),
+            None => {
+                let slice: u64 = current
+                    .iter()
+                    .enumerate()
+                    .filter(|(d, _)| *d != axis)
+                    .map(|(_, &n)| n)
+                    .product();
+                let n = incoming.data.len(array.elem_size().max(1)) as u64;
+                if slice == 0 || n % slice != 0 {
+                    return Err(ServiceError::unprocessable(
+                        "shape_mismatch",
+                        format!("{n} elements are not whole slices of {slice} along axis {axis}"),
+                    ));
+                }
+                let mut s = current.clone();
+                s[axis] = n / slice;
+                s
+            }
+        };
+        let result = self
+            .hierarchy
+            .append(path, incoming.data, &shape, axis)
+            .await;
+        self.changed_node(path).await;
+        result.map_err(|e| match e {
+            ZarrError::Data(m) => ServiceError::unprocessable("shape_mismatch", m),
+            other => other.into(),
+        })
+    }
+
+    /// Store a raw value, under a condition: `if_match` (ETags, `*` for any)
+    /// and/or `create_only`. Metadata documents must parse and, for arrays,
+    /// have codecs that can be built, as created nodes do.
+    pub async fn put_key(
+        &self,
+        key: &StoreKey,
+        value: Bytes,
+        if_match: Option<Vec<String>>,
+        create_only: bool,
+    ) -> Result<()> {
+        check_document(key, &value)?;
+        let conditional = if_match.is_some() || create_only;
+        let result = self
+            .store
+            .update(key, !conditional, |current: Option<Versioned>| {
+                let stored = current
+                    .as_ref()
+                    .and_then(|v| v.meta.version.e_tag.as_deref());
+                let refused = (create_only && current.is_some())
+                    || if_match
+                        .as_ref()
+                        .is_some_and(|tags| !crate::store::etags_match(tags, stored));
+                let check = if refused {
+                    Err(StoreError::Precondition {
+                        key: key.to_string(),
+                    })
+                } else {
+                    Ok(Replacement {
+                        bytes: value.to_vec(),
+                        removable: false,
+                    })
+                };
+                std::future::ready(check)
+            })
+            .await;
+        self.changed_key(key).await;
+        result.map(|_| ()).map_err(|e: StoreError| e.into())
+    }
+
+    /// Delete a raw value if it still has `expected_etag`.
+    pub async fn delete_key(&self, key: &StoreKey, expected_etag: Option<&str>) -> Result<()> {
+        let result = self.store.delete_if(key, expected_etag).await;
+        self.changed_key(key).await;
+        Ok(result?)
+    }
+}
+
+/// A metadata document must parse as what its name says, and an array's
+/// codecs must build, before it is stored: a client cannot break a node.
+fn check_document(key: &StoreKey, value: &[u8]) -> Result<()> {
+    let name = key.name();
+    if !DOCUMENT_NAMES.contains(&name) {
+        return Ok(());
+    }
+    let bad = |e: ZarrError| ServiceError::unprocessable("bad_metadata", e.to_string());
+    let doc = crate::zarr::metadata::parse_json(key.as_str(), value).map_err(bad)?;
+    let node = key.parent().unwrap_or_else(StoreKey::root);
+    let array = |meta: ArrayMetadata| Array::check_metadata(&node, &meta);
+    let checked = match name {
+        "zarr.json" => v3::parse(key.as_str(), &doc).and_then(|n| match n {
+            NodeMetadata::Array(meta) => array(*meta),
+            NodeMetadata::Group(_) => Ok(()),
+        }),
+        ".zarray" => v2::parse_array(key.as_str(), &doc, None).and_then(array),
+        ".zgroup" => v2::parse_group(key.as_str(), &doc, None).map(|_| ()),
+        ".zmetadata" => v2::parse_consolidated(key.as_str(), &doc).map(|_| ()),
+        "meta" => v1::parse(key.as_str(), &doc, None).and_then(array),
+        _ => match doc {
+            Value::Object(_) => Ok(()),
+            _ => Err(ZarrError::metadata(
+                key.as_str(),
+                "attributes must be a JSON object",
+            )),
+        },
+    };
+    checked.map_err(bad)
+}
