@@ -584,8 +584,8 @@ async fn zarrd_writes_what_peers_read() {
     )
     .await
     .unwrap();
-    h.resize(&resized, vec![6]).await.unwrap();
-    h.resize(&resized, vec![12]).await.unwrap();
+    h.resize(&resized, vec![6], true).await.unwrap();
+    h.resize(&resized, vec![12], true).await.unwrap();
     // Chunk 1 (4..8) survives the shrink with its old values; chunk 2 was deleted.
     let expected: Vec<u8> = [0i16, 1, 2, 3, 4, 5, 6, 7, -1, -1, -1, -1]
         .iter()

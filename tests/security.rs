@@ -178,9 +178,129 @@ async fn symlinks_out_of_the_root_are_refused_for_every_operation() {
     let (s, _, _) = call(&admin, Method::DELETE, "/api/v1/meta", &[], Body::empty()).await;
     assert!(s.as_u16() < 500, "{s}");
     assert!(l.outside.path().join("secret.txt").exists());
-    // Links that stay inside the root are followed.
-    let (s, _, b) = call(&app, Method::GET, "/zarr/alias/value", &[], Body::empty()).await;
+    // Links that stay inside the root are not followed either: they would
+    // let a token limited to one prefix reach another, and a delete of one
+    // node reach another's files.
+    let (s, _, _) = call(&app, Method::GET, "/zarr/alias/value", &[], Body::empty()).await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    let (s, _, _) = call(&app, Method::PUT, "/zarr/alias/value", &[], "x").await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    assert_eq!(
+        std::fs::read(l.root_path.join("real/value")).unwrap(),
+        b"inside"
+    );
+    let (s, _, b) = call(&app, Method::GET, "/zarr/real/value", &[], Body::empty()).await;
     assert_eq!((s, b.as_slice()), (StatusCode::OK, &b"inside"[..]));
+}
+
+#[tokio::test]
+async fn links_to_the_root_do_not_reach_the_lock_folder_or_other_nodes() {
+    let root = tempfile::tempdir().unwrap();
+    let app = router(AppState::new(
+        Store::local(root.path()).unwrap(),
+        writable(),
+    ));
+    // A write makes the lock folder; a node to protect; links an operator might leave.
+    let spec =
+        json!({"node_type": "array", "shape": [4], "chunks": [2], "dtype": "int32"}).to_string();
+    call(&app, Method::PUT, "/api/v1/meta/b/arr", &[], spec).await;
+    call(
+        &app,
+        Method::PUT,
+        "/api/v1/data/b/arr",
+        &[("content-type", "application/json")],
+        json!({"data": 5}).to_string(),
+    )
+    .await;
+    std::fs::create_dir(root.path().join("x")).unwrap();
+    std::os::unix::fs::symlink("..", root.path().join("x/up")).unwrap();
+    std::os::unix::fs::symlink("../b", root.path().join("x/sub")).unwrap();
+    std::fs::write(root.path().join("x/keep"), b"k").unwrap();
+    for uri in [
+        "/zarr/x/up/",
+        "/zarr/x/up/__zarrd/locks/",
+        "/zarr/x/sub/arr/zarr.json",
+    ] {
+        let (s, _, _) = call(&app, Method::GET, uri, &[], Body::empty()).await;
+        assert_eq!(s, StatusCode::FORBIDDEN, "{uri}");
+    }
+    let (s, _, _) = call(
+        &app,
+        Method::PUT,
+        "/zarr/x/up/__zarrd/locks/0030.lock",
+        &[],
+        "x",
+    )
+    .await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    let (s, _, _) = call(&app, Method::DELETE, "/api/v1/meta/x", &[], Body::empty()).await;
+    assert!(s.as_u16() < 500, "{s}");
+    let (s, _, b) = call(
+        &app,
+        Method::GET,
+        "/api/v1/data/b/arr?format=json",
+        &[],
+        Body::empty(),
+    )
+    .await;
+    assert_eq!(
+        s,
+        StatusCode::OK,
+        "deleting x reached b: {}",
+        String::from_utf8_lossy(&b)
+    );
+    // Names LocalFileSystem keeps for uploads in progress are not keys there.
+    let (s, _, b) = call(&app, Method::PUT, "/zarr/foo%231", &[], "x").await;
+    assert_eq!(
+        (s, error_code(&b).as_str()),
+        (StatusCode::BAD_REQUEST, "invalid_key")
+    );
+    let (s, _, _) = call(&app, Method::GET, "/zarr/foo%231", &[], Body::empty()).await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+}
+
+#[tokio::test]
+async fn metadata_that_would_cost_without_bound_is_refused() {
+    let app = router(AppState::new(Store::memory(), writable()));
+    // Variable-length chunks of 2^31 elements: 48 GiB of handles to decode.
+    let spec = json!({"node_type": "array", "shape": [2147483648u64], "chunks": [2147483648u64], "dtype": "string"});
+    let (s, _, b) = call(&app, Method::PUT, "/api/v1/meta/vs", &[], spec.to_string()).await;
+    assert_eq!(
+        s,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        String::from_utf8_lossy(&b)
+    );
+    // A shard of 64 M inner chunks, each coded on its own.
+    let spec = json!({"node_type": "array", "shape": [67108864], "chunks": [1], "shards": [67108864], "dtype": "int8"});
+    let (s, _, b) = call(&app, Method::PUT, "/api/v1/meta/sh", &[], spec.to_string()).await;
+    assert_eq!(
+        s,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        String::from_utf8_lossy(&b)
+    );
+    // Attributes every reader must parse.
+    let big = json!({"a": vec![0; 3 << 20]}).to_string();
+    let (s, _, _) = call(&app, Method::PUT, "/zarr/g/.zattrs", &[], big.clone()).await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
+    let (s, _, _) = call(
+        &app,
+        Method::PUT,
+        "/api/v1/meta/g",
+        &[],
+        json!({"node_type": "group"}).to_string(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let patch = format!("{{\"attributes\": {big}}}");
+    let (s, _, _) = call(&app, Method::PATCH, "/api/v1/meta/g", &[], patch).await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
+    // Parameters of POST /api/v1/data are parameters, not a bulk upload.
+    let points: Vec<[u64; 1]> = vec![[0]; 8 << 20];
+    let body = json!({"points": points}).to_string();
+    let (s, _, _) = call(&app, Method::POST, "/api/v1/data/g", &[], body).await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
 }
 
 fn scoped(scopes: &[Scope]) -> Config {
@@ -222,19 +342,18 @@ async fn a_write_token_cannot_delete_more_than_it_names() {
             String::from_utf8_lossy(&b)
         );
     }
-    let (s, _, _) = call(
-        &app,
-        Method::DELETE,
+    for uri in [
         "/zarr/b/a/zarr.json",
-        &[BEARER],
-        Body::empty(),
-    )
-    .await;
-    assert_eq!(
-        s,
-        StatusCode::FORBIDDEN,
-        "deleting a metadata document removes a node"
-    );
+        "/zarr/b/a%2Fzarr.json",
+        "/zarr/b%2Fa%2Fzarr.json",
+    ] {
+        let (s, _, _) = call(&app, Method::DELETE, uri, &[BEARER], Body::empty()).await;
+        assert_eq!(
+            s,
+            StatusCode::FORBIDDEN,
+            "{uri}: deleting a metadata document removes a node"
+        );
+    }
     let (s, _, b) = call(
         &app,
         Method::PATCH,

@@ -140,3 +140,47 @@ fn streaming_responses_hold_their_slot_and_liveness_is_never_shed() {
     }
     assert!(after.contains("200"), "slots were not released: {after}");
 }
+
+#[test]
+fn clients_that_stop_reading_are_dropped_and_free_their_slot() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(&[
+        dir.path().to_str().unwrap(),
+        "--max-concurrency",
+        "2",
+        "--body-timeout",
+        "1",
+        "--allow-anonymous-writes",
+    ]);
+    let spec =
+        r#"{"node_type":"array","shape":[4096,2048],"chunks":[1024,1024],"dtype":"float64"}"#;
+    assert!(send(&server.addr, "PUT", "/api/v1/meta/big", spec).contains("201"));
+    assert!(send(&server.addr, "PUT", "/api/v1/data/big", r#"{"data":1.5}"#).contains("200"));
+    // Two readers that read the status line and then nothing more.
+    let mut stalled = Vec::new();
+    for _ in 0..2 {
+        let mut s = TcpStream::connect(&server.addr).unwrap();
+        write!(s, "GET /api/v1/data/big HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let mut line = String::new();
+        BufReader::with_capacity(64, s.try_clone().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        stalled.push(s);
+    }
+    assert!(status(&server.addr, "/api/v1/meta/big").contains("503"));
+    // Without reading, after --body-timeout the server gives up on them.
+    let started = Instant::now();
+    let mut after = String::new();
+    while started.elapsed() < Duration::from_secs(20) {
+        after = status(&server.addr, "/api/v1/meta/big");
+        if after.contains("200") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    assert!(
+        after.contains("200"),
+        "stalled readers kept their slots: {after}"
+    );
+    drop(stalled);
+}

@@ -227,12 +227,27 @@ pub async fn data_get(
     data(state, &path, params, &headers).await
 }
 
+/// The largest body of parameters `POST /api/v1/data` takes.
+const MAX_PARAMS_BODY: usize = 16 << 20;
+
 pub async fn data_post(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<String>,
     headers: HeaderMap,
     body: Bytes,
 ) -> ApiResult<Response> {
+    // Parameters, not data: a points list this size is already a million
+    // points, and parsing JSON costs many times its bytes.
+    if body.len() > MAX_PARAMS_BODY {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!(
+                "the parameters are {} bytes; at most {MAX_PARAMS_BODY} (read a large point set in several requests)",
+                body.len()
+            ),
+        ));
+    }
     let params: DataParams = serde_json::from_slice(&body).map_err(|e| {
         ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,

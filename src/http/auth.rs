@@ -10,7 +10,7 @@ use percent_encoding::percent_decode_str;
 use super::error::ApiError;
 use super::AppState;
 use crate::auth::{Denied, Scope};
-use crate::zarr::metadata::DOCUMENT_NAMES;
+use crate::zarr::metadata::NODE_DOCUMENTS;
 
 /// Routes anyone may call: probes and the API description.
 const PUBLIC: [&str; 4] = ["/healthz", "/readyz", "/openapi.yaml", "/metrics"];
@@ -44,10 +44,12 @@ fn resource(path: &str) -> Option<String> {
 /// smaller, which deletes the chunks outside the new shape, is checked by
 /// its handler, which knows the current shape: see [`Caller`].)
 fn scope(method: &Method, path: &str, query: Option<&str>) -> Scope {
+    // The key as the handler will see it: decoded first (`%2F` is a `/`).
     let document = || {
         path.strip_prefix("/zarr/").is_some_and(|k| {
-            let name = percent_decode_str(k.rsplit('/').next().unwrap_or(""));
-            DOCUMENT_NAMES.contains(&name.decode_utf8_lossy().as_ref())
+            let key = percent_decode_str(k).decode_utf8_lossy();
+            let name = key.trim_end_matches('/').rsplit('/').next().unwrap_or("");
+            NODE_DOCUMENTS.contains(&name)
         })
     };
     match *method {

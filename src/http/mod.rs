@@ -397,6 +397,17 @@ pub fn router(state: AppState) -> Router {
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
             state.config.body_timeout,
         ))
+        // A bug must cost one request a 500, not its connection an abort.
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(
+            |_: Box<dyn std::any::Any + Send>| {
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    "the server failed on this request; its x-request-id identifies it in the logs",
+                )
+                .into_response()
+            },
+        ))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::authorize,

@@ -361,7 +361,14 @@ async fn multipart(
     if parts.len() > MAX_PARTS {
         return Ok(None);
     }
-    let boundary = "zarrd-byteranges-7d1f";
+    // A boundary the stored bytes cannot be expected to contain: a fixed
+    // one would make a value that holds it ambiguous to parse.
+    let boundary = {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write(key.as_str().as_bytes());
+        format!("zarrd-{:016x}", h.finish())
+    };
     let head = |r: &std::ops::Range<u64>| {
         format!(
             "--{boundary}\r\nContent-Type: {}\r\nContent-Range: bytes {}-{}/{}\r\n\r\n",

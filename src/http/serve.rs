@@ -5,7 +5,13 @@
 //! for each request head, which also closes idle keep-alive connections, and
 //! SIGTERM lets in-flight requests finish.
 
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
@@ -25,6 +31,7 @@ pub async fn serve(state: AppState) -> std::io::Result<()> {
     println!("zarrd listening on http://{addr}/");
     let deadline = state.config.shutdown_timeout;
     let header_timeout = state.config.header_timeout;
+    let send_timeout = state.config.body_timeout;
     let app = router(state);
     let graceful = GracefulShutdown::new();
     let signal = shutdown_signal();
@@ -53,7 +60,7 @@ pub async fn serve(state: AppState) -> std::io::Result<()> {
             .timer(TokioTimer::new())
             .header_read_timeout(header_timeout)
             .keep_alive(true)
-            .serve_connection(TokioIo::new(stream), service);
+            .serve_connection(TokioIo::new(Stalling::new(stream, send_timeout)), service);
         let watched = graceful.watch(connection);
         tokio::spawn(async move {
             if let Err(e) = watched.await {
@@ -86,4 +93,93 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     let term = std::future::pending::<()>();
     tokio::select! { _ = ctrl_c => {}, _ = term => {} }
+}
+
+/// A connection whose writes fail once the peer has not taken a byte for
+/// `timeout`: a client that stops reading a large answer would otherwise
+/// hold its concurrency slot and its buffered slabs for as long as it likes.
+struct Stalling<T> {
+    inner: T,
+    timeout: Duration,
+    /// Set while a write waits for the peer.
+    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<T> Stalling<T> {
+    fn new(inner: T, timeout: Duration) -> Self {
+        Stalling {
+            inner,
+            timeout,
+            stalled: None,
+        }
+    }
+
+    /// After a write that could not proceed: an error once it has waited too long.
+    fn waited<R>(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<R>> {
+        let timeout = self.timeout;
+        let sleep = self
+            .stalled
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        match sleep.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client stopped reading the response",
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn progressed<R>(&mut self, result: io::Result<R>) -> Poll<io::Result<R>> {
+        self.stalled = None;
+        Poll::Ready(result)
+    }
+}
+
+impl<T: AsyncRead + Unpin> AsyncRead for Stalling<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Stalling<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match Pin::new(&mut self.inner).poll_write(cx, buf) {
+            Poll::Ready(r) => self.progressed(r),
+            Poll::Pending => self.waited(cx),
+        }
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        match Pin::new(&mut self.inner).poll_write_vectored(cx, bufs) {
+            Poll::Ready(r) => self.progressed(r),
+            Poll::Pending => self.waited(cx),
+        }
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match Pin::new(&mut self.inner).poll_flush(cx) {
+            Poll::Ready(r) => self.progressed(r),
+            Poll::Pending => self.waited(cx),
+        }
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
 }

@@ -260,7 +260,7 @@ impl ZarrCache {
             let loaded = std::sync::atomic::AtomicBool::new(false);
             let entry = self
                 .chunks
-                .try_get_with(cache_key, async {
+                .try_get_with(cache_key.clone(), async {
                     loaded.store(true, Ordering::Relaxed);
                     load().await
                 })
@@ -268,6 +268,12 @@ impl ZarrCache {
                 .map_err(unshare)?;
             if loaded.load(Ordering::Relaxed) {
                 self.counters.misses.fetch_add(1, Ordering::Relaxed);
+                // One entry that fills much of the cache would evict
+                // everything else, and moka evicts lazily: such an entry is
+                // shared by the waiters of this load, then dropped.
+                if u64::from(entry.weight()) > self.capacity / 8 {
+                    self.chunks.invalidate(&cache_key).await;
+                }
                 return Ok(entry);
             }
             // Inner chunks are validated through their shard's index.

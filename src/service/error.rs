@@ -120,6 +120,7 @@ impl From<ZarrError> for ServiceError {
             ZarrError::CorruptChunk { .. } => (CorruptData, "corrupt_chunk"),
             ZarrError::Codec { .. } => (CorruptData, "codec_error"),
             ZarrError::Internal(_) => (Internal, "internal"),
+            ZarrError::NotAllowed(_) => (Forbidden, "forbidden"),
         };
         ServiceError::new(kind, code, e.to_string())
     }

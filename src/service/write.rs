@@ -10,6 +10,13 @@ use crate::store::{Replacement, StoreError, StoreKey, Versioned};
 use crate::zarr::metadata::{v1, v2, v3, DOCUMENT_NAMES};
 use crate::zarr::{Array, ArrayBytes, ArrayMetadata, ArraySpec, NodeMetadata, Resolved, ZarrError};
 
+/// The largest metadata document (attributes included) a client may store:
+/// every reader of the node parses it, at many times its size in memory.
+pub const MAX_DOCUMENT_BYTES: usize = 4 << 20;
+
+/// The largest consolidated metadata document (`.zmetadata`).
+pub const MAX_CONSOLIDATED_BYTES: usize = 64 << 20;
+
 /// Chunks one broadcast write may touch: a scalar body is a few bytes, so
 /// the work is bounded here rather than by the body size limit.
 const MAX_BROADCAST_CHUNKS: u64 = 1 << 20;
@@ -65,6 +72,16 @@ impl Service {
     /// Create a group or an array at `path`, replacing what is there (and
     /// everything below it) when `overwrite`.
     pub async fn create(&self, path: &StoreKey, node: NodeCreate, overwrite: bool) -> Result<()> {
+        let attributes = match &node {
+            NodeCreate::Group { attributes, .. } => attributes,
+            NodeCreate::Array(spec) => &spec.attributes,
+        };
+        let size = Value::Object(attributes.clone()).to_string().len();
+        if size > MAX_DOCUMENT_BYTES {
+            return Err(ServiceError::too_large(format!(
+                "attributes of {size} bytes; at most {MAX_DOCUMENT_BYTES}"
+            )));
+        }
         let h = &self.hierarchy;
         let result = match node {
             NodeCreate::Group {
@@ -99,18 +116,12 @@ impl Service {
         shape: Option<Vec<u64>>,
         may_delete: bool,
     ) -> Result<()> {
-        if let Some(shape) = &shape {
-            let current = self.array(path).await?;
-            let shrinks = shape.len() == current.shape().len()
-                && shape
-                    .iter()
-                    .zip(current.shape())
-                    .any(|(new, old)| new < old);
-            if shrinks && !may_delete {
-                return Err(ServiceError::forbidden(
-                    "forbidden",
-                    format!("shrinking '{path}' deletes the chunks outside the new shape; that needs the admin scope"),
-                ));
+        if let Some(attrs) = attributes {
+            let size = attrs.to_string().len();
+            if size > MAX_DOCUMENT_BYTES {
+                return Err(ServiceError::too_large(format!(
+                    "attributes of {size} bytes; at most {MAX_DOCUMENT_BYTES}"
+                )));
             }
         }
         let outcome = async {
@@ -118,7 +129,7 @@ impl Service {
                 self.hierarchy.patch_attributes(path, attrs).await?;
             }
             if let Some(shape) = shape {
-                self.hierarchy.resize(path, shape).await?;
+                self.hierarchy.resize(path, shape, may_delete).await?;
             }
             Ok::<_, ZarrError>(())
         }
@@ -284,6 +295,17 @@ fn check_document(key: &StoreKey, value: &[u8]) -> Result<()> {
     let name = key.name();
     if !DOCUMENT_NAMES.contains(&name) {
         return Ok(());
+    }
+    let limit = if name == ".zmetadata" {
+        MAX_CONSOLIDATED_BYTES
+    } else {
+        MAX_DOCUMENT_BYTES
+    };
+    if value.len() > limit {
+        return Err(ServiceError::too_large(format!(
+            "metadata document '{key}' is {} bytes; at most {limit} (every reader of the node parses it)",
+            value.len()
+        )));
     }
     let bad = |e: ZarrError| ServiceError::unprocessable("bad_metadata", e.to_string());
     let doc = crate::zarr::metadata::parse_json(key.as_str(), value).map_err(bad)?;

@@ -1,21 +1,23 @@
 //! A local directory that requests cannot leave. `LocalFileSystem` follows
 //! symbolic links wherever they point, for reads, writes, deletes and
 //! listings alike, so a link inside the served directory to `/etc` would be
-//! served, written and deleted through. [`ConfinedDir`] wraps it: every
-//! location is resolved link by link first, and one that leaves the root
-//! (or dangles) is refused. Links that stay inside the root are followed.
+//! served, written and deleted through. [`ConfinedDir`] wraps it and follows
+//! no link at all below the root: a key whose path passes through one is
+//! refused, and listings leave links out. (Links inside the root would
+//! still let a token limited to one prefix reach another, and a delete of
+//! one node reach another's files.) Reads open files with `openat2`
+//! refusing links in the kernel, so a link swapped in after a check is not
+//! followed either. The root itself may be a link; it is resolved once.
 //!
 //! Listings are our own walk rather than `LocalFileSystem`'s, which would
-//! descend into linked trees outside the root (a link to `/` would list the
-//! whole machine) and report empty directories as prefixes, which an object
-//! store never does. Deletes remove the directories they leave empty, so a
-//! deleted node does not linger as an empty prefix.
+//! descend into linked trees and report empty directories as prefixes,
+//! which an object store never does. Deletes remove the directories they
+//! leave empty, so a deleted node does not linger as an empty prefix.
 
-use std::collections::HashSet;
-use std::fs::Metadata;
+use std::fs::{File, Metadata};
 use std::io::ErrorKind;
 use std::ops::Range;
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Component, PathBuf};
 use std::sync::Arc;
 use std::time::SystemTime;
@@ -33,10 +35,15 @@ use object_store::{
 
 use super::INTERNAL_PREFIX;
 
-/// A location that resolves outside the root through a symbolic link.
+/// A location whose path passes through a symbolic link.
 #[derive(Debug, thiserror::Error)]
-#[error("'{0}' resolves outside the store's root through a symbolic link")]
+#[error("'{0}' passes through a symbolic link, which the store does not follow")]
 pub struct Escape(pub String);
+
+/// A file name `LocalFileSystem` keeps for uploads in progress (`name#123`).
+#[derive(Debug, thiserror::Error)]
+#[error("names ending in '#' and digits are reserved for uploads in progress on directory stores")]
+pub struct UploadName;
 
 /// A file name too long to write: `LocalFileSystem` writes `name#N` first
 /// and renames it, and file systems allow 255 bytes.
@@ -53,6 +60,8 @@ pub struct ConfinedDir {
     inner: LocalFileSystem,
     /// The root with every link resolved: what "inside" is measured against.
     root: PathBuf,
+    /// The root, open, for opening files beneath it without following links.
+    root_dir: File,
 }
 
 impl std::fmt::Display for ConfinedDir {
@@ -74,41 +83,86 @@ impl ConfinedDir {
         let inner = LocalFileSystem::new_with_prefix(&root)
             .map_err(std::io::Error::other)?
             .with_automatic_cleanup(true);
-        Ok(ConfinedDir { inner, root })
+        let root_dir = File::open(&root)?;
+        Ok(ConfinedDir {
+            inner,
+            root,
+            root_dir,
+        })
     }
 
     /// The file a location names (links not yet resolved).
     pub fn file_path(&self, location: &Path) -> object_store::Result<PathBuf> {
+        if location.filename().is_some_and(upload_name) {
+            return Err(generic(UploadName));
+        }
         self.inner.path_to_filesystem(location)
     }
 
-    /// Refuse `path` when a link on the way leads outside the root. Blocking.
+    /// Refuse `path` when it passes through a symbolic link below the root,
+    /// or names an upload in progress. Blocking.
     pub fn confine(&self, path: &std::path::Path) -> object_store::Result<()> {
         let escape = || generic(Escape(path.display().to_string()));
         let rel = path.strip_prefix(&self.root).map_err(|_| escape())?;
+        if rel
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(upload_name)
+        {
+            return Err(generic(UploadName));
+        }
         let mut at = self.root.clone();
         for part in rel.components() {
             let Component::Normal(name) = part else {
                 return Err(escape());
             };
             at.push(name);
-            let meta = match std::fs::symlink_metadata(&at) {
-                Ok(m) => m,
+            match std::fs::symlink_metadata(&at) {
+                Ok(m) if m.file_type().is_symlink() => return Err(escape()),
+                Ok(_) => {}
                 // Nothing more exists on the way: what is created there is created inside.
                 Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
                     return Ok(())
                 }
                 Err(e) => return Err(generic(e)),
-            };
-            if meta.file_type().is_symlink() {
-                match std::fs::canonicalize(&at) {
-                    Ok(real) if real.starts_with(&self.root) => at = real,
-                    // Outside, or dangling (a write would create its target wherever it points).
-                    _ => return Err(escape()),
-                }
             }
         }
         Ok(())
+    }
+
+    /// Open the file at `path` (below the root) for reading, following no
+    /// symbolic link on the way, in one step the kernel checks; `None` when
+    /// it does not exist. Blocking.
+    pub fn open_read(&self, path: &std::path::Path) -> object_store::Result<Option<File>> {
+        let escape = || generic(Escape(path.display().to_string()));
+        let rel = path.strip_prefix(&self.root).map_err(|_| escape())?;
+        if rel
+            .file_name()
+            .and_then(|n| n.to_str())
+            .is_some_and(upload_name)
+        {
+            return Err(generic(UploadName));
+        }
+        let opened = match open_beneath(&self.root_dir, rel) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
+                // A kernel without openat2: check, then open the last
+                // component without following it.
+                self.confine(path)?;
+                std::fs::OpenOptions::new()
+                    .read(true)
+                    .custom_flags(libc::O_NOFOLLOW)
+                    .open(path)
+            }
+            other => other,
+        };
+        match opened {
+            Ok(f) => Ok(Some(f)),
+            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
+                Ok(None)
+            }
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::EXDEV)) => Err(escape()),
+            Err(e) => Err(generic(e)),
+        }
     }
 
     async fn check(self: &Arc<Self>, location: &Path) -> object_store::Result<()> {
@@ -135,22 +189,10 @@ impl ConfinedDir {
             .map(|_| dir))
     }
 
-    /// What a directory entry is once links inside the root are followed;
-    /// `None` for links that leave it, dangle, or loop back to a directory
-    /// already walked, and for anything that is neither file nor directory.
-    fn resolve(&self, path: &std::path::Path, visited: &mut HashSet<PathBuf>) -> Option<Metadata> {
-        let lmeta = std::fs::symlink_metadata(path).ok()?;
-        if !lmeta.file_type().is_symlink() {
-            return (lmeta.is_file() || lmeta.is_dir()).then_some(lmeta);
-        }
-        let real = std::fs::canonicalize(path).ok()?;
-        if !real.starts_with(&self.root) {
-            return None;
-        }
-        let meta = std::fs::metadata(&real).ok()?;
-        if meta.is_dir() && !visited.insert(real) {
-            return None;
-        }
+    /// What a directory entry is: a file or a directory, never a link
+    /// (links are not followed, so listings leave them out).
+    fn resolve(&self, path: &std::path::Path) -> Option<Metadata> {
+        let meta = std::fs::symlink_metadata(path).ok()?;
         (meta.is_file() || meta.is_dir()).then_some(meta)
     }
 
@@ -160,18 +202,15 @@ impl ConfinedDir {
         let rel = path.strip_prefix(&self.root).ok()?;
         let parts: Option<Vec<&str>> = rel.components().map(|c| c.as_os_str().to_str()).collect();
         let parts = parts?;
-        let name = parts.last()?;
-        if let Some((_, suffix)) = name.rsplit_once('#') {
-            if !suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_digit()) {
-                return None;
-            }
+        if upload_name(parts.last()?) {
+            return None;
         }
         // The file's own name, as the key it is (see `path_of`).
         Path::parse(parts.join("/")).ok()
     }
 
     /// Every file below `dir`, depth first. Blocking.
-    fn walk(&self, dir: PathBuf, out: &mut Vec<ObjectMeta>, visited: &mut HashSet<PathBuf>) {
+    fn walk(&self, dir: PathBuf, out: &mut Vec<ObjectMeta>) {
         let Ok(entries) = std::fs::read_dir(&dir) else {
             return;
         };
@@ -180,11 +219,11 @@ impl ConfinedDir {
             if dir == self.root && entry.file_name() == INTERNAL_PREFIX {
                 continue;
             }
-            let Some(meta) = self.resolve(&path, visited) else {
+            let Some(meta) = self.resolve(&path) else {
                 continue;
             };
             if meta.is_dir() {
-                self.walk(path, out, visited);
+                self.walk(path, out);
             } else if let Some(location) = self.location(&path) {
                 out.push(object_meta(location, &meta));
             }
@@ -192,20 +231,20 @@ impl ConfinedDir {
     }
 
     /// Whether any file lies below `dir` (stops at the first). Blocking.
-    fn holds_files(&self, dir: &std::path::Path, visited: &mut HashSet<PathBuf>) -> bool {
+    fn holds_files(&self, dir: &std::path::Path) -> bool {
         let Ok(entries) = std::fs::read_dir(dir) else {
             return false;
         };
         let mut dirs = Vec::new();
         for entry in entries.flatten() {
             let path = entry.path();
-            match self.resolve(&path, visited) {
+            match self.resolve(&path) {
                 Some(m) if m.is_file() && self.location(&path).is_some() => return true,
                 Some(m) if m.is_dir() => dirs.push(path),
                 _ => {}
             }
         }
-        dirs.iter().any(|d| self.holds_files(d, visited))
+        dirs.iter().any(|d| self.holds_files(d))
     }
 }
 
@@ -310,8 +349,7 @@ impl ObjectStore for Confined {
             tokio::task::spawn_blocking(move || {
                 let mut out = Vec::new();
                 if let Some(start) = dir.list_dir_path(prefix.as_ref())? {
-                    let mut visited = HashSet::from([start.clone()]);
-                    dir.walk(start, &mut out, &mut visited);
+                    dir.walk(start, &mut out);
                 }
                 Ok::<_, object_store::Error>(out)
             })
@@ -340,10 +378,12 @@ impl ObjectStore for Confined {
             let Ok(entries) = std::fs::read_dir(&start) else {
                 return Ok(result);
             };
-            let mut visited = HashSet::from([start.clone()]);
             for entry in entries.flatten() {
                 let path = entry.path();
-                let Some(meta) = dir.resolve(&path, &mut visited) else {
+                if start == dir.root && entry.file_name() == INTERNAL_PREFIX {
+                    continue;
+                }
+                let Some(meta) = dir.resolve(&path) else {
                     continue;
                 };
                 let Some(location) = dir.location(&path) else {
@@ -351,7 +391,7 @@ impl ObjectStore for Confined {
                 };
                 if meta.is_file() {
                     result.objects.push(object_meta(location, &meta));
-                } else if dir.holds_files(&path, &mut visited.clone()) {
+                } else if dir.holds_files(&path) {
                     // An empty directory is no prefix, as on object stores.
                     result.common_prefixes.push(location);
                 }
@@ -385,4 +425,46 @@ impl ObjectStore for Confined {
         self.0.check(to).await?;
         self.0.inner.rename_opts(from, to, options).await
     }
+}
+
+/// `LocalFileSystem` writes `name#N` and renames it: such names are not keys.
+fn upload_name(name: &str) -> bool {
+    name.rsplit_once('#')
+        .is_some_and(|(_, n)| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
+/// `openat2(root, rel, O_RDONLY, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`:
+/// the kernel refuses any symbolic link on the way (ELOOP) and any step out
+/// of `root` (EXDEV), atomically with the open.
+#[cfg(target_os = "linux")]
+fn open_beneath(root: &File, rel: &std::path::Path) -> std::io::Result<File> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    use std::os::unix::ffi::OsStrExt;
+    let name = std::ffi::CString::new(rel.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from(ErrorKind::InvalidInput))?;
+    // SAFETY: open_how is plain data; all-zero is its documented default.
+    let mut how: libc::open_how = unsafe { std::mem::zeroed() };
+    how.flags = (libc::O_RDONLY | libc::O_CLOEXEC) as u64;
+    how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS;
+    // SAFETY: the descriptor and the NUL-terminated name outlive the call,
+    // and `how` is a valid open_how of the size passed.
+    let fd = unsafe {
+        libc::syscall(
+            libc::SYS_openat2,
+            root.as_raw_fd(),
+            name.as_ptr(),
+            &how as *const libc::open_how,
+            std::mem::size_of::<libc::open_how>(),
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: the kernel returned a new descriptor that nothing else owns.
+    Ok(unsafe { File::from_raw_fd(fd as i32) })
+}
+
+#[cfg(not(target_os = "linux"))]
+fn open_beneath(_root: &File, _rel: &std::path::Path) -> std::io::Result<File> {
+    Err(std::io::Error::from_raw_os_error(libc::ENOSYS))
 }

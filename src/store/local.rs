@@ -61,16 +61,15 @@ impl LocalReads {
         let wanted = e_tag.trim_matches('"').to_string();
         blocking(key, move || {
             let io = |e| io_error(&owned, e);
-            dir.confine(&path)
-                .map_err(|e| StoreError::from_backend(&owned, e))?;
-            let file = match File::open(&path) {
-                Ok(f) => f,
-                Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
+            let file = match dir.open_read(&path) {
+                Ok(Some(f)) => f,
+                // Gone since the version was seen: that version is gone.
+                Ok(None) => {
                     return Err(StoreError::Precondition {
                         key: owned.to_string(),
                     })
                 }
-                Err(e) => return Err(io(e)),
+                Err(e) => return Err(StoreError::from_backend(&owned, e)),
             };
             let meta = key_meta(&file.metadata().map_err(io)?);
             if meta.version.e_tag.as_deref().map(|t| t.trim_matches('"')) != Some(wanted.as_str()) {
@@ -162,15 +161,12 @@ fn open_and_read(
     first_block: u64,
 ) -> Result<Option<Opened>, StoreError> {
     let io = |e| io_error(key, e);
-    dir.confine(path)
-        .map_err(|e| StoreError::from_backend(key, e))?;
-    let file = match File::open(path) {
-        Ok(f) => f,
-        // A missing file, or a path through a file ("a/b" where "a" is a value).
-        Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
-            return Ok(None)
-        }
-        Err(e) => return Err(io(e)),
+    // A missing file, or a path through a file ("a/b" where "a" is a value), is `None`.
+    let Some(file) = dir
+        .open_read(path)
+        .map_err(|e| StoreError::from_backend(key, e))?
+    else {
+        return Ok(None);
     };
     let metadata = file.metadata().map_err(io)?;
     if metadata.is_dir() {

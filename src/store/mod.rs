@@ -10,7 +10,7 @@ mod local;
 pub mod update;
 mod zip;
 
-pub use confined::{Escape, NameTooLong};
+pub use confined::{Escape, NameTooLong, UploadName};
 pub use key::{node_path, StoreKey};
 pub use update::{Coordination, Outcome, Replacement, Updater};
 
@@ -125,7 +125,9 @@ impl StoreError {
             object_store::Error::NotImplemented { .. } => StoreError::NotSupported {
                 what: format!("this operation (on '{key}')"),
             },
-            object_store::Error::Generic { source, .. } if source.is::<NameTooLong>() => {
+            object_store::Error::Generic { source, .. }
+                if source.is::<NameTooLong>() || source.is::<UploadName>() =>
+            {
                 StoreError::InvalidKey {
                     key,
                     reason: source.to_string(),
@@ -134,7 +136,9 @@ impl StoreError {
             object_store::Error::Generic { source, .. } if source.is::<Escape>() => {
                 StoreError::Forbidden {
                     key,
-                    reason: "it resolves outside the store's root through a symbolic link".into(),
+                    reason:
+                        "its path passes through a symbolic link, which the store does not follow"
+                            .into(),
                 }
             }
             source => StoreError::Backend { key, source },

@@ -657,6 +657,10 @@ fn parse_typestr(s: &str) -> Result<(DataType, Endian)> {
         _ => (Endian::Little, s),
     };
     let kind = rest.chars().next().ok_or_else(bad)?;
+    // Typestrs are ASCII; slicing past a multi-byte character would panic.
+    if !kind.is_ascii() {
+        return Err(bad());
+    }
     let tail = &rest[1..];
     let digits: std::string::String = tail.chars().take_while(|c| c.is_ascii_digit()).collect();
     let suffix = &tail[digits.len()..];
@@ -805,5 +809,15 @@ mod tests {
         }
         assert!(DataType::from_v3_json(&json!("float128")).is_err());
         assert!(DataType::from_v3_json(&json!("r7")).is_err());
+    }
+
+    #[test]
+    fn non_ascii_typestrs_are_errors() {
+        for t in ["é", "<é4", "|ü", "\u{10000}i4"] {
+            assert!(
+                DataType::from_v2_json(&serde_json::json!(t)).is_err(),
+                "{t}"
+            );
+        }
     }
 }

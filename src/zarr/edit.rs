@@ -218,8 +218,26 @@ impl Hierarchy {
     }
 
     /// Change an array's shape; chunks wholly outside the new shape are deleted.
-    pub async fn resize(&self, path: &StoreKey, shape: Vec<u64>) -> Result<ArrayMetadata> {
-        let (old, meta) = self.reshape(path, |_| Ok(shape.clone())).await?;
+    /// Resize the array at `path`. Unless `may_shrink`, a shape smaller
+    /// than the stored one along any axis is refused, judged against the
+    /// shape read inside the update (so a concurrent append cannot turn an
+    /// allowed resize into one that deletes chunks).
+    pub async fn resize(
+        &self,
+        path: &StoreKey,
+        shape: Vec<u64>,
+        may_shrink: bool,
+    ) -> Result<ArrayMetadata> {
+        let (old, meta) = self
+            .reshape(path, |current| {
+                if !may_shrink && shape.iter().zip(current).any(|(n, o)| n < o) {
+                    return Err(ZarrError::NotAllowed(format!(
+                        "shrinking '{path}' from {current:?} to {shape:?} deletes the chunks outside the new shape"
+                    )));
+                }
+                Ok(shape.clone())
+            })
+            .await?;
         if shape.iter().zip(&old).any(|(n, o)| n < o) {
             self.delete_chunks_outside(path, &meta).await?;
         }

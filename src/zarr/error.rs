@@ -41,6 +41,9 @@ pub enum ZarrError {
     /// Data given for a write does not fit the selection or the data type.
     #[error("data: {0}")]
     Data(String),
+    /// The operation is possible but was not allowed to the caller.
+    #[error("{0}")]
+    NotAllowed(String),
     /// An invariant of the engine itself broke (a bug, not bad input).
     #[error("internal error: {0}")]
     Internal(String),
@@ -102,6 +105,7 @@ impl ZarrError {
             ZarrError::Selection(m) => ZarrError::Selection(m.clone()),
             ZarrError::Data(m) => ZarrError::Data(m.clone()),
             ZarrError::Internal(m) => ZarrError::Internal(m.clone()),
+            ZarrError::NotAllowed(m) => ZarrError::NotAllowed(m.clone()),
         }
     }
 

@@ -14,6 +14,7 @@ use super::error::{Result, ZarrError};
 use super::fill::parse_fill;
 use super::metadata::{
     parse_json, v1, v2, v3, ArrayMetadata, CodecSpec, GroupMetadata, NodeMetadata, Order,
+    NODE_DOCUMENTS,
 };
 use crate::store::{Store, StoreKey};
 
@@ -249,7 +250,9 @@ impl Hierarchy {
             match self.node(&child).await {
                 Ok(NodeMetadata::Group(g))
                     if g.implicit && !self.has_descendant_node(&child).await? => {}
-                Ok(node) => out.push((name, Ok(node))),
+                // Listings show neither attributes nor consolidated children;
+                // holding them for every node would cost without bound.
+                Ok(node) => out.push((name, Ok(node.summary()))),
                 Err(ZarrError::NodeNotFound { .. }) => {}
                 Err(e @ ZarrError::Store(_)) => return Err(e),
                 Err(e) => out.push((name, Err(e))),
@@ -261,9 +264,7 @@ impl Hierarchy {
     /// Whether any metadata document lies below `path` (so it is an implicit group).
     async fn has_descendant_node(&self, path: &StoreKey) -> Result<bool> {
         let keys = self.store.list_recursive(path).await?;
-        Ok(keys
-            .iter()
-            .any(|k| matches!(k.name(), "zarr.json" | ".zarray" | ".zgroup" | "meta")))
+        Ok(keys.iter().any(|k| NODE_DOCUMENTS.contains(&k.name())))
     }
 
     /// Every node at and below `path`, as (path relative to the store root,
@@ -300,7 +301,7 @@ impl Hierarchy {
     }
 
     async fn exists(&self, path: &StoreKey) -> Result<bool> {
-        for name in ["zarr.json", ".zarray", ".zgroup", "meta"] {
+        for name in NODE_DOCUMENTS {
             if self.store.head(&doc_key(path, name)?).await?.is_some() {
                 return Ok(true);
             }

@@ -160,6 +160,9 @@ fn v3_codec(entry: &Value, repr: &ChunkRepr) -> Result<Built> {
     })
 }
 
+/// Inner chunks one shard may hold.
+pub const MAX_INNER_CHUNKS: u64 = 1 << 16;
+
 fn sharding(config: Option<&Value>, shard: &ChunkRepr) -> Result<ShardingCodec> {
     let err = |r: &str| ZarrError::codec("sharding_indexed", r);
     let config = config.ok_or_else(|| err("configuration is required"))?;
@@ -199,6 +202,18 @@ fn sharding(config: Option<&Value>, shard: &ChunkRepr) -> Result<ShardingCodec> 
     }
     if chunk_shape.len() != shard.shape.len() {
         return Err(err("chunk_shape has the wrong number of dimensions"));
+    }
+    // Every inner chunk is coded on its own and has an index entry: their
+    // number, not the shard's bytes, is what a shard write costs.
+    let inner: u64 = index_shape
+        .iter()
+        .try_fold(1u64, |acc, &n| acc.checked_mul(n as u64))
+        .unwrap_or(u64::MAX);
+    if inner > MAX_INNER_CHUNKS {
+        return Err(err(&format!(
+            "a shard of {:?} holds {inner} inner chunks of {chunk_shape:?}; at most {MAX_INNER_CHUNKS}",
+            shard.shape
+        )));
     }
     index_shape.push(2);
     let index_repr = ChunkRepr {

@@ -19,6 +19,9 @@ pub fn element_count(shape: &[u64]) -> Option<u64> {
 }
 
 /// Names of the keys that hold metadata documents, in any Zarr version.
+/// Documents whose presence makes a node: deleting one removes it.
+pub const NODE_DOCUMENTS: [&str; 4] = ["zarr.json", ".zarray", ".zgroup", "meta"];
+
 pub const DOCUMENT_NAMES: [&str; 7] = [
     "zarr.json",
     ".zarray",
@@ -31,6 +34,10 @@ pub const DOCUMENT_NAMES: [&str; 7] = [
 
 /// The largest decoded chunk (or shard) zarrd will hold in memory.
 pub const MAX_CHUNK_BYTES: u64 = 1 << 31;
+
+/// Decoded bytes of one chunk of a variable-length type, counting 24 bytes
+/// per element (what holding one costs) even when it is empty.
+pub const MAX_VARIABLE_CHUNK_BYTES: u64 = 512 << 20;
 
 /// Chunk layout: row-major (C) or column-major (F, v1/v2 only).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,12 +128,18 @@ impl ArrayMetadata {
             .chunk_shape
             .iter()
             .try_fold(1u64, |acc, &c| acc.checked_mul(c));
-        let bytes = elems.and_then(|n| n.checked_mul(self.dtype.size().unwrap_or(1) as u64));
-        if bytes.is_none_or(|b| b > MAX_CHUNK_BYTES) {
+        // A variable-length element costs at least its 24-byte handle once
+        // decoded, whatever it holds; those chunks are held to a tighter bound.
+        let (per_element, limit) = match self.dtype.size() {
+            Some(size) => (size as u64, MAX_CHUNK_BYTES),
+            None => (24, MAX_VARIABLE_CHUNK_BYTES),
+        };
+        let bytes = elems.and_then(|n| n.checked_mul(per_element));
+        if bytes.is_none_or(|b| b > limit) {
             return Err(ZarrError::metadata(
                 key,
                 format!(
-                    "chunk shape {:?} decodes to more than {MAX_CHUNK_BYTES} bytes",
+                    "chunk shape {:?} decodes to more than {limit} bytes",
                     self.chunk_shape
                 ),
             ));
@@ -183,6 +196,19 @@ impl NodeMetadata {
             NodeMetadata::Array(a) => &a.attributes,
             NodeMetadata::Group(g) => &g.attributes,
         }
+    }
+
+    /// The node without its attributes (and consolidated children), for
+    /// listings of many nodes that show neither.
+    pub fn summary(mut self) -> Self {
+        match &mut self {
+            NodeMetadata::Array(a) => a.attributes = Map::new(),
+            NodeMetadata::Group(g) => {
+                g.attributes = Map::new();
+                g.consolidated = None;
+            }
+        }
+        self
     }
 }
 
