@@ -703,10 +703,10 @@ fn openapi_documents_exactly_the_routes() {
         .collect();
     let mut routed: Vec<(String, Vec<String>)> = ROUTES
         .iter()
-        .map(|(p, m)| {
-            let mut m: Vec<String> = m.iter().map(|s| s.to_string()).collect();
+        .map(|r| {
+            let mut m: Vec<String> = r.methods.iter().map(|(s, _)| s.to_string()).collect();
             m.sort();
-            (p.to_string(), m)
+            (r.path.to_string(), m)
         })
         .collect();
     documented.sort();

@@ -1,49 +1,23 @@
 //! The authorization middleware: which scope a request needs, on which path,
 //! and the 401 / 403 answers.
 
-use axum::extract::{Request, State};
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use percent_encoding::percent_decode_str;
 
 use super::error::ApiError;
+use super::routes::{self, Access};
 use super::AppState;
 use crate::auth::{Denied, Scope};
 use crate::zarr::metadata::NODE_DOCUMENTS;
 
-/// Routes anyone may call: probes and the API description.
-const PUBLIC: [&str; 4] = ["/healthz", "/readyz", "/openapi.yaml", "/metrics"];
-
-/// The store path a request is about, for prefix-limited tokens.
-fn resource(path: &str) -> Option<String> {
-    let rest = [
-        "/zarr/",
-        "/api/v1/tree/",
-        "/api/v1/meta/",
-        "/api/v1/data/",
-        "/api/v1/append/",
-    ]
-    .iter()
-    .find_map(|p| path.strip_prefix(p))
-    .or_else(|| {
-        ["/zarr", "/api/v1/tree", "/api/v1/meta"]
-            .contains(&path)
-            .then_some("")
-    })?;
-    Some(
-        percent_decode_str(rest)
-            .decode_utf8_lossy()
-            .trim_matches('/')
-            .to_string(),
-    )
-}
-
-/// The scope a request needs. Whatever deletes more than the keys it names
-/// needs `admin`; the rest of a write needs `write`. (Resizing an array
-/// smaller, which deletes the chunks outside the new shape, is checked by
-/// its handler, which knows the current shape: see [`Caller`].)
-fn scope(method: &Method, path: &str, query: Option<&str>) -> Scope {
+/// The scope a request needs beyond its method's (from the route table):
+/// whatever deletes more than the keys it names needs `admin`. (Resizing an
+/// array smaller, which deletes the chunks outside the new shape, is
+/// judged by the engine against the stored shape: see [`Caller`].)
+fn escalate(needed: Scope, method: &Method, path: &str, query: Option<&str>) -> Scope {
     // The key as the handler will see it: decoded first (`%2F` is a `/`).
     let document = || {
         path.strip_prefix("/zarr/").is_some_and(|k| {
@@ -53,16 +27,11 @@ fn scope(method: &Method, path: &str, query: Option<&str>) -> Scope {
         })
     };
     match *method {
-        Method::GET | Method::HEAD | Method::OPTIONS => Scope::Read,
-        // POST /api/v1/data is a read with its parameters in the body.
-        Method::POST if path.starts_with("/api/v1/data/") => Scope::Read,
-        // Deleting a node deletes everything below it.
-        Method::DELETE if path.starts_with("/api/v1/meta/") => Scope::Admin,
         // Replacing a node deletes everything below it first.
         Method::PUT if path.starts_with("/api/v1/meta/") && overwrites(query) => Scope::Admin,
         // Deleting a node's metadata document removes the node.
         Method::DELETE if document() => Scope::Admin,
-        _ => Scope::Write,
+        _ => needed,
     }
 }
 
@@ -81,15 +50,25 @@ pub struct Caller {
 
 pub async fn authorize(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let path = request.uri().path().to_string();
-    if PUBLIC.contains(&path.as_str()) {
+    // Requests no route matched are answered 404 by the fallback.
+    let Some(route) = request
+        .extensions()
+        .get::<MatchedPath>()
+        .and_then(|m| routes::matched(m.as_str()))
+    else {
         return next.run(request).await;
-    }
-    let needed = scope(request.method(), &path, request.uri().query());
+    };
+    let method = request.method().as_str().to_ascii_lowercase();
+    // A method the route lacks is answered 405; it needs no more than a read.
+    let needed = match route.access(&method).unwrap_or(Access::Needs(Scope::Read)) {
+        Access::Public => return next.run(request).await,
+        Access::Needs(scope) => escalate(scope, request.method(), &path, request.uri().query()),
+    };
     let authorization = request
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    let resource = resource(&path);
+    let resource = route.resource_of(&path);
     match state.auth.check(authorization, needed, resource.as_deref()) {
         Ok(_) => {
             let admin = needed == Scope::Admin
@@ -122,34 +101,39 @@ mod tests {
     use super::*;
 
     #[test]
-    fn resources_and_scopes() {
-        assert_eq!(resource("/zarr/era5/t/c/0").as_deref(), Some("era5/t/c/0"));
-        assert_eq!(resource("/zarr/").as_deref(), Some(""));
-        assert_eq!(resource("/api/v1/data/a%20b").as_deref(), Some("a b"));
-        assert_eq!(resource("/api/v1/stats"), None);
-        assert_eq!(scope(&Method::POST, "/api/v1/data/x", None), Scope::Read);
-        assert_eq!(scope(&Method::DELETE, "/api/v1/meta/x", None), Scope::Admin);
-        assert_eq!(scope(&Method::PUT, "/zarr/x", None), Scope::Write);
-        assert_eq!(scope(&Method::PUT, "/api/v1/meta/x", None), Scope::Write);
+    fn requests_that_delete_more_than_they_name_need_admin() {
+        let w = Scope::Write;
+        assert_eq!(escalate(w, &Method::PUT, "/zarr/x", None), Scope::Write);
+        assert_eq!(
+            escalate(w, &Method::PUT, "/api/v1/meta/x", None),
+            Scope::Write
+        );
         for q in ["overwrite=true", "a=1&overwrite=1", "overwrite"] {
             assert_eq!(
-                scope(&Method::PUT, "/api/v1/meta/x", Some(q)),
+                escalate(w, &Method::PUT, "/api/v1/meta/x", Some(q)),
                 Scope::Admin,
                 "{q}"
             );
         }
         assert_eq!(
-            scope(&Method::PUT, "/api/v1/meta/x", Some("overwrite=false")),
+            escalate(w, &Method::PUT, "/api/v1/meta/x", Some("overwrite=false")),
             Scope::Write
         );
+        for doc in [
+            "/zarr/a/zarr.json",
+            "/zarr/a/%2Ezarray",
+            "/zarr/a/arr%2Fzarr.json",
+            "/zarr/a%2F.zarray",
+        ] {
+            assert_eq!(
+                escalate(w, &Method::DELETE, doc, None),
+                Scope::Admin,
+                "{doc}"
+            );
+        }
         assert_eq!(
-            scope(&Method::DELETE, "/zarr/a/zarr.json", None),
-            Scope::Admin
+            escalate(w, &Method::DELETE, "/zarr/a/c/0/0", None),
+            Scope::Write
         );
-        assert_eq!(
-            scope(&Method::DELETE, "/zarr/a/%2Ezarray", None),
-            Scope::Admin
-        );
-        assert_eq!(scope(&Method::DELETE, "/zarr/a/c/0/0", None), Scope::Write);
     }
 }

@@ -11,6 +11,7 @@ pub mod listing;
 pub mod output;
 pub mod range;
 pub mod raw;
+pub mod routes;
 mod serve;
 pub mod write;
 
@@ -38,6 +39,7 @@ use crate::config::Config;
 use crate::service::{Limits, Service};
 use crate::store::Store;
 use error::ApiError;
+pub use routes::ROUTES;
 
 /// The server's state, handed to every handler and middleware.
 #[derive(Clone, Debug)]
@@ -102,24 +104,6 @@ impl std::ops::Deref for AppState {
 #[derive(Debug, Clone, Copy)]
 pub struct NoCompression;
 
-/// Every route: (path, methods). The router is built from this table and a
-/// test checks `openapi.yaml` documents exactly these.
-pub const ROUTES: &[(&str, &[&str])] = &[
-    ("/zarr/", &["get", "head"]),
-    ("/zarr/{key}", &["get", "head", "put", "delete"]),
-    ("/api/v1/tree", &["get"]),
-    ("/api/v1/tree/{path}", &["get"]),
-    ("/api/v1/meta", &["get"]),
-    ("/api/v1/meta/{path}", &["get", "put", "patch", "delete"]),
-    ("/api/v1/data/{path}", &["get", "post", "put"]),
-    ("/api/v1/append/{path}", &["post"]),
-    ("/api/v1/stats", &["get"]),
-    ("/healthz", &["get"]),
-    ("/readyz", &["get"]),
-    ("/openapi.yaml", &["get"]),
-    ("/metrics", &["get"]),
-];
-
 fn handler(path: &str) -> MethodRouter<AppState> {
     match path {
         "/zarr/" => get(raw::list_root).head(raw::list_root),
@@ -152,11 +136,6 @@ fn unreachable_route(path: &str) -> MethodRouter<AppState> {
     get(
         move || async move { ApiError::new(StatusCode::NOT_IMPLEMENTED, "not_implemented", message) },
     )
-}
-
-/// Axum's wildcard syntax for a documented path.
-fn axum_path(path: &str) -> String {
-    path.replace("{key}", "{*key}").replace("{path}", "{*path}")
 }
 
 /// Ready when the store answers: a HEAD of one key, present or not, works
@@ -376,8 +355,8 @@ fn cors(config: &crate::config::Cors) -> CorsLayer {
 /// The full service.
 pub fn router(state: AppState) -> Router {
     let mut router = Router::new();
-    for (path, _) in ROUTES {
-        router = router.route(&axum_path(path), handler(path));
+    for route in ROUTES {
+        router = router.route(&route.axum_path(), handler(route.path));
     }
     let x_request_id = HeaderName::from_static("x-request-id");
     // Applied per route, so the span can name the matched route.

@@ -349,10 +349,8 @@ async fn multipart(
     headers: &HeaderMap,
 ) -> ApiResult<Option<Response>> {
     let meta = state.store.head(key).await?.ok_or_else(|| missing(key))?;
-    match evaluate(headers, &meta) {
-        Verdict::Proceed => {}
-        Verdict::NotModified => return Ok(Some(not_modified(key, &meta))),
-        Verdict::PreconditionFailed => return Err(precondition_failed(key)),
+    if let Some(answer) = preconditions(key, headers, &meta) {
+        return answer.map(Some);
     }
     let parts = coalesce(ranges, meta.size);
     if parts.is_empty() {
@@ -438,10 +436,8 @@ pub async fn head_key(
     }
     let key = key_of(&raw)?;
     let meta = state.store.head(&key).await?.ok_or_else(|| missing(&key))?;
-    match evaluate(&headers, &meta) {
-        Verdict::Proceed => {}
-        Verdict::NotModified => return Ok(not_modified(&key, &meta)),
-        Verdict::PreconditionFailed => return Err(precondition_failed(&key)),
+    if let Some(answer) = preconditions(&key, &headers, &meta) {
+        return answer;
     }
     let mut response = Response::new(Body::empty());
     value_headers(&mut response, &key, &meta);

@@ -110,6 +110,32 @@ fn every_array_codec_conforms() {
     );
     let vb = repr(vec![4], DataType::Bytes);
     conforms(json!([{"name": "vlen-bytes"}]), &vb, sample(&vb));
+    // categorize: labels to small integers and back, for text of the labels.
+    let text = repr(vec![6], DataType::String);
+    let labels = ArrayBytes::Variable(
+        ["red", "green", "red", "blue", "", "green"]
+            .iter()
+            .map(|s| s.as_bytes().to_vec())
+            .collect(),
+    );
+    conforms(
+        json!([{"name": "numcodecs.categorize", "configuration": {"labels": ["red", "green", "blue"], "dtype": "<U5", "astype": "|u1"}}, {"name": "bytes"}]),
+        &text,
+        labels,
+    );
+    // bitround keeping every mantissa bit is lossless.
+    let f4 = repr(vec![5], DataType::Float32);
+    let exact = ArrayBytes::Fixed(
+        [1.5f32, -0.1, 3.25e7, 0.0, f32::NAN]
+            .iter()
+            .flat_map(|v| v.to_le_bytes())
+            .collect(),
+    );
+    conforms(
+        json!([{"name": "numcodecs.bitround", "configuration": {"keepbits": 23}}, {"name": "bytes", "configuration": {"endian": "little"}}]),
+        &f4,
+        exact,
+    );
 }
 
 #[test]

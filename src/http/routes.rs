@@ -1,0 +1,222 @@
+//! The route table: every route, who may call each of its methods, and the
+//! store path a request is about. The router, the authorization middleware
+//! and the check of `openapi.yaml` all read this one table, so a new route
+//! cannot be reachable without a scope, or limited tokens refused on it.
+
+use percent_encoding::percent_decode_str;
+
+use crate::auth::Scope;
+
+/// Who may call a method of a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Anyone, tokens or not (probes and the API description).
+    Public,
+    /// Callers with this scope (see `auth::escalate` for the requests that
+    /// need more than their method's scope).
+    Needs(Scope),
+}
+
+/// Which store path a request is about, for prefix-limited tokens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resource {
+    /// The route's `{key}` or `{path}` parameter.
+    Param,
+    /// The root of the store.
+    Root,
+    /// No store path: information about the server.
+    Server,
+}
+
+#[derive(Debug)]
+pub struct Route {
+    /// As `openapi.yaml` writes it.
+    pub path: &'static str,
+    pub methods: &'static [(&'static str, Access)],
+    pub resource: Resource,
+}
+
+const READ: Access = Access::Needs(Scope::Read);
+const WRITE: Access = Access::Needs(Scope::Write);
+const ADMIN: Access = Access::Needs(Scope::Admin);
+const PUBLIC: Access = Access::Public;
+
+/// Every route.
+pub static ROUTES: &[Route] = &[
+    Route {
+        path: "/zarr/",
+        methods: &[("get", READ), ("head", READ)],
+        resource: Resource::Root,
+    },
+    Route {
+        path: "/zarr/{key}",
+        methods: &[
+            ("get", READ),
+            ("head", READ),
+            ("put", WRITE),
+            ("delete", WRITE),
+        ],
+        resource: Resource::Param,
+    },
+    Route {
+        path: "/api/v1/tree",
+        methods: &[("get", READ)],
+        resource: Resource::Root,
+    },
+    Route {
+        path: "/api/v1/tree/{path}",
+        methods: &[("get", READ)],
+        resource: Resource::Param,
+    },
+    Route {
+        path: "/api/v1/meta",
+        methods: &[("get", READ)],
+        resource: Resource::Root,
+    },
+    Route {
+        path: "/api/v1/meta/{path}",
+        // Deleting a node deletes everything below it.
+        methods: &[
+            ("get", READ),
+            ("put", WRITE),
+            ("patch", WRITE),
+            ("delete", ADMIN),
+        ],
+        resource: Resource::Param,
+    },
+    Route {
+        path: "/api/v1/data/{path}",
+        // POST is a read with its parameters in the body.
+        methods: &[("get", READ), ("post", READ), ("put", WRITE)],
+        resource: Resource::Param,
+    },
+    Route {
+        path: "/api/v1/append/{path}",
+        methods: &[("post", WRITE)],
+        resource: Resource::Param,
+    },
+    Route {
+        path: "/api/v1/stats",
+        methods: &[("get", READ)],
+        resource: Resource::Server,
+    },
+    Route {
+        path: "/healthz",
+        methods: &[("get", PUBLIC)],
+        resource: Resource::Server,
+    },
+    Route {
+        path: "/readyz",
+        methods: &[("get", PUBLIC)],
+        resource: Resource::Server,
+    },
+    Route {
+        path: "/openapi.yaml",
+        methods: &[("get", PUBLIC)],
+        resource: Resource::Server,
+    },
+    Route {
+        path: "/metrics",
+        methods: &[("get", PUBLIC)],
+        resource: Resource::Server,
+    },
+];
+
+impl Route {
+    /// The path in axum's syntax (parameters match the rest of the path).
+    pub fn axum_path(&self) -> String {
+        self.path
+            .replace("{key}", "{*key}")
+            .replace("{path}", "{*path}")
+    }
+
+    /// Who may call `method` (lower case); `None` for a method the route lacks.
+    pub fn access(&self, method: &str) -> Option<Access> {
+        self.methods
+            .iter()
+            .find(|(m, _)| *m == method)
+            .map(|(_, a)| *a)
+    }
+
+    /// The store path a request path names, decoded as the handler sees it.
+    pub fn resource_of(&self, request_path: &str) -> Option<String> {
+        match self.resource {
+            Resource::Server => None,
+            Resource::Root => Some(String::new()),
+            Resource::Param => {
+                let prefix = &self.path[..self.path.find('{').unwrap_or(self.path.len())];
+                let rest = request_path.strip_prefix(prefix)?;
+                Some(
+                    percent_decode_str(rest)
+                        .decode_utf8_lossy()
+                        .trim_matches('/')
+                        .to_string(),
+                )
+            }
+        }
+    }
+}
+
+/// The route a request matched, by its axum path.
+pub fn matched(axum_path: &str) -> Option<&'static Route> {
+    ROUTES.iter().find(|r| r.axum_path() == axum_path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_route_has_a_scope_and_a_resource() {
+        for route in ROUTES {
+            assert!(!route.methods.is_empty(), "{}", route.path);
+            for (method, access) in route.methods {
+                assert!(
+                    ["get", "head", "put", "post", "patch", "delete"].contains(method),
+                    "{} {method}",
+                    route.path
+                );
+                if *access == Access::Public {
+                    assert_eq!(route.resource, Resource::Server, "{}", route.path);
+                }
+            }
+            // A route about a store path names it as its parameter, and only then.
+            assert_eq!(
+                route.path.contains('{'),
+                route.resource == Resource::Param,
+                "{}",
+                route.path
+            );
+            assert!(matched(&route.axum_path()).is_some_and(|r| std::ptr::eq(r, route)));
+        }
+    }
+
+    #[test]
+    fn resources_are_decoded_store_paths() {
+        let data = matched("/api/v1/data/{*path}").unwrap();
+        assert_eq!(
+            data.resource_of("/api/v1/data/a%20b/").as_deref(),
+            Some("a b")
+        );
+        let raw = matched("/zarr/{*key}").unwrap();
+        assert_eq!(
+            raw.resource_of("/zarr/era5/t/c/0").as_deref(),
+            Some("era5/t/c/0")
+        );
+        assert_eq!(
+            matched("/zarr/").unwrap().resource_of("/zarr/").as_deref(),
+            Some("")
+        );
+        assert_eq!(
+            matched("/api/v1/stats")
+                .unwrap()
+                .resource_of("/api/v1/stats"),
+            None
+        );
+        assert_eq!(
+            data.access("post"),
+            Some(Access::Needs(Scope::Read)),
+            "POST /api/v1/data is a read"
+        );
+    }
+}
