@@ -1088,3 +1088,41 @@ fn a_shared_load_that_failed_on_the_store_stays_a_store_error() {
         copy.message
     );
 }
+
+#[tokio::test]
+async fn sharded_reads_take_index_and_chunks_from_one_version() {
+    use zarrd::zarr::array::{ChunkSource, Direct};
+    use zarrd::zarr::{ArrayBytes, Selection};
+    let dir = tempfile::tempdir().unwrap();
+    for store in [Store::memory(), Store::local(dir.path()).unwrap()] {
+        let h = Hierarchy::new(store.clone());
+        let mut spec = ArraySpec::new(3, vec![8, 8], DataType::Int32);
+        spec.chunks = Some(vec![4, 4]);
+        spec.shards = Some(vec![8, 8]);
+        let path = node_path("s").unwrap();
+        let array = h.create_array(&path, &spec, true).await.unwrap();
+        let all = Selection::all().resolve(&[8, 8]).unwrap();
+        let values = |v: i32| ArrayBytes::Fixed((0..64).flat_map(|_| v.to_le_bytes()).collect());
+        array.write(&all, values(1)).await.unwrap();
+        let key = array.chunk_key(&[0, 0]).unwrap();
+        let (index, _) = array.read_shard_index(&key).await.unwrap().unwrap();
+        let wanted: Vec<_> = (0..4).map(|i| (i, index.range(i).unwrap())).collect();
+        // A writer replaces the shard (its inner chunks now lie elsewhere).
+        let mut mixed: Vec<u8> = Vec::new();
+        for i in 0..64i32 {
+            mixed.extend((i * 1000).to_le_bytes());
+        }
+        array
+            .write(&all, ArrayBytes::Fixed(mixed.clone()))
+            .await
+            .unwrap();
+        // Inner chunks by the old index are refused, not decoded from the new bytes.
+        let err = Direct
+            .inner_chunks(&array, &key, &index, &wanted)
+            .await
+            .unwrap_err();
+        assert!(err.is_version_change(), "{err}");
+        // A whole read starts over on the new version and sees it whole.
+        assert_eq!(array.read(&all).await.unwrap(), ArrayBytes::Fixed(mixed));
+    }
+}
