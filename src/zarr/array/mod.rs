@@ -55,6 +55,11 @@ impl Array {
         build_chain(path, meta).map(|_| ())
     }
 
+    /// Where this array reads decoded chunks from.
+    pub fn source(&self) -> &Arc<dyn ChunkSource> {
+        &self.source
+    }
+
     /// Read chunks through `source` (a cache) instead of straight from the store.
     pub fn with_source(mut self, source: Arc<dyn ChunkSource>) -> Self {
         self.source = source;
