@@ -368,3 +368,202 @@ async fn mounts_route_keys_by_their_first_segment() {
     )
     .is_err());
 }
+
+/// What a backend cannot do, declared by each backend's test.
+#[derive(Debug, Clone, Copy)]
+struct Lacks {
+    /// No listings (plain HTTP servers have none).
+    listing: bool,
+    /// No writes (zip files, HTTP, read-only mounts).
+    writes: bool,
+}
+
+/// The named read behaviours every backend runs, on a store that holds
+/// `a/b` = "0123456789" and `a/c/d` = "x".
+async fn reads_conform(store: &Store, lacks: Lacks) {
+    let k = |s: &str| StoreKey::new(s).unwrap();
+    // whole values and misses
+    assert_eq!(
+        store.get(&k("a/b")).await.unwrap().unwrap(),
+        &b"0123456789"[..]
+    );
+    assert!(store.get(&k("a/nope")).await.unwrap().is_none());
+    assert!(store.head(&k("a/nope")).await.unwrap().is_none());
+    // ranges, suffixes, vectored ranges
+    assert_eq!(store.get_range(&k("a/b"), 2..5).await.unwrap(), &b"234"[..]);
+    let (suffix, meta) = store.get_suffix(&k("a/b"), 3).await.unwrap().unwrap();
+    assert_eq!((suffix.as_ref(), meta.size), (&b"789"[..], 10));
+    let parts = store.get_ranges(&k("a/b"), &[0..1, 8..10]).await.unwrap();
+    assert_eq!(
+        parts,
+        vec![Bytes::from_static(b"0"), Bytes::from_static(b"89")]
+    );
+    // versions: ranges pinned to the ETag a head reported, refused for another
+    let head = store.head(&k("a/b")).await.unwrap().unwrap();
+    assert_eq!(head.size, 10);
+    let etag = head.version.e_tag.clone().expect("backends report ETags");
+    let pinned = store
+        .get_ranges_at(&k("a/b"), &[3..6, 9..10], Some(&etag))
+        .await;
+    assert_eq!(
+        pinned.unwrap(),
+        vec![Bytes::from_static(b"345"), Bytes::from_static(b"9")]
+    );
+    let stale = store
+        .get_ranges_at(&k("a/b"), &[3..6, 9..10], Some("\"not-the-version\""))
+        .await;
+    assert!(
+        matches!(stale, Err(StoreError::Precondition { .. })),
+        "{stale:?}"
+    );
+    // streamed reads agree with head
+    let (got, body) = read_all(store, "a/b", Some(StoreRange::Suffix(4)))
+        .await
+        .unwrap();
+    assert_eq!((body.as_slice(), got.range), (&b"6789"[..], 6..10));
+    // the server's folder is refused on reads too
+    assert!(matches!(
+        store.get(&k("__zarrd/locks/x")).await,
+        Err(StoreError::InvalidKey { .. })
+    ));
+    if !lacks.listing {
+        let level = store.list_dir(&k("a")).await.unwrap();
+        assert_eq!(
+            (level.keys, level.prefixes),
+            (vec!["b".to_string()], vec!["c".to_string()])
+        );
+        assert_eq!(store.list_sizes(&k("a")).await.unwrap().len(), 2);
+    }
+    if lacks.writes {
+        assert!(matches!(
+            store.put(&k("a/new"), Bytes::from_static(b"v")).await,
+            Err(StoreError::ReadOnly { .. }) | Err(StoreError::NotSupported { .. })
+        ));
+    }
+}
+
+async fn filled(store: Store) -> Store {
+    let k = |s: &str| StoreKey::new(s).unwrap();
+    store
+        .put(&k("a/b"), Bytes::from_static(b"0123456789"))
+        .await
+        .unwrap();
+    store
+        .put(&k("a/c/d"), Bytes::from_static(b"x"))
+        .await
+        .unwrap();
+    store
+}
+
+const WRITABLE: Lacks = Lacks {
+    listing: false,
+    writes: false,
+};
+
+#[tokio::test]
+async fn memory_store_reads_conform() {
+    reads_conform(&filled(Store::memory()).await, WRITABLE).await;
+}
+
+#[tokio::test]
+async fn local_store_reads_conform() {
+    let dir = tempfile::tempdir().unwrap();
+    reads_conform(&filled(Store::local(dir.path()).unwrap()).await, WRITABLE).await;
+}
+
+#[tokio::test]
+async fn read_only_mounts_read_conform() {
+    let root = Store::memory();
+    let mounted = Store::with_mounts(
+        root,
+        vec![("m".into(), filled(Store::memory()).await, true)],
+    )
+    .unwrap();
+    // The suite's keys live below the mount; a prefixed view of it is what
+    // clients see, so check the mount's own behaviours through its name.
+    let k = |s: &str| StoreKey::new(s).unwrap();
+    assert_eq!(
+        mounted.get(&k("m/a/b")).await.unwrap().unwrap(),
+        &b"0123456789"[..]
+    );
+    assert!(matches!(
+        mounted.put(&k("m/a/new"), Bytes::new()).await,
+        Err(StoreError::ReadOnly { .. })
+    ));
+    assert!(matches!(
+        mounted.get(&k("m/__zarrd/locks/x")).await,
+        Err(StoreError::InvalidKey { .. })
+    ));
+}
+
+/// A zip file with stored (uncompressed) entries, as zarr-python's ZipStore
+/// writes small ones.
+fn write_zip(path: &std::path::Path, entries: &[(&str, &[u8])]) {
+    let mut out = Vec::new();
+    let mut central = Vec::new();
+    for (name, data) in entries {
+        let offset = out.len() as u32;
+        let crc = crc32fast::hash(data);
+        let mut local = vec![0x50, 0x4b, 0x03, 0x04, 20, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        local.extend(crc.to_le_bytes());
+        local.extend((data.len() as u32).to_le_bytes());
+        local.extend((data.len() as u32).to_le_bytes());
+        local.extend((name.len() as u16).to_le_bytes());
+        local.extend(0u16.to_le_bytes());
+        local.extend(name.as_bytes());
+        out.extend(&local);
+        out.extend(*data);
+        let mut c = vec![0x50, 0x4b, 0x01, 0x02, 20, 0, 20, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+        c.extend(crc.to_le_bytes());
+        c.extend((data.len() as u32).to_le_bytes());
+        c.extend((data.len() as u32).to_le_bytes());
+        c.extend((name.len() as u16).to_le_bytes());
+        c.extend([0u8; 12]);
+        c.extend(offset.to_le_bytes());
+        c.extend(name.as_bytes());
+        central.extend(c);
+    }
+    let start = out.len() as u32;
+    out.extend(&central);
+    let mut end = vec![0x50, 0x4b, 0x05, 0x06, 0, 0, 0, 0];
+    end.extend((entries.len() as u16).to_le_bytes());
+    end.extend((entries.len() as u16).to_le_bytes());
+    end.extend((central.len() as u32).to_le_bytes());
+    end.extend(start.to_le_bytes());
+    end.extend(0u16.to_le_bytes());
+    out.extend(end);
+    std::fs::write(path, out).unwrap();
+}
+
+#[tokio::test]
+async fn zip_store_reads_conform() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.zip");
+    write_zip(&path, &[("a/b", b"0123456789"), ("a/c/d", b"x")]);
+    let store = Store::open(path.to_str().unwrap()).unwrap();
+    let lacks = Lacks {
+        listing: false,
+        writes: true,
+    };
+    reads_conform(&store, lacks).await;
+}
+
+#[tokio::test]
+async fn http_store_reads_conform() {
+    // zarrd itself serving a memory store on loopback is the HTTP server.
+    let served = filled(Store::memory()).await;
+    let app = crate::http::router(crate::http::AppState::new(
+        served,
+        crate::config::Config::default(),
+    ));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let store = Store::open(&format!("http://{addr}/zarr/")).unwrap();
+    let lacks = Lacks {
+        listing: true,
+        writes: true,
+    };
+    reads_conform(&store, lacks).await;
+    server.abort();
+}
