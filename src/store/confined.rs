@@ -99,11 +99,11 @@ impl ConfinedDir {
         self.inner.path_to_filesystem(location)
     }
 
-    /// Refuse `path` when it passes through a symbolic link below the root,
-    /// or names an upload in progress. Blocking.
-    pub fn confine(&self, path: &std::path::Path) -> object_store::Result<()> {
-        let escape = || generic(Escape(path.display().to_string()));
-        let rel = path.strip_prefix(&self.root).map_err(|_| escape())?;
+    /// `path` below the root, refused when it names an upload in progress.
+    fn relative<'p>(&self, path: &'p std::path::Path) -> object_store::Result<&'p std::path::Path> {
+        let rel = path
+            .strip_prefix(&self.root)
+            .map_err(|_| generic(Escape(path.display().to_string())))?;
         if rel
             .file_name()
             .and_then(|n| n.to_str())
@@ -111,6 +111,14 @@ impl ConfinedDir {
         {
             return Err(generic(UploadName));
         }
+        Ok(rel)
+    }
+
+    /// Refuse `path` when it passes through a symbolic link below the root,
+    /// or names an upload in progress. Blocking.
+    pub fn confine(&self, path: &std::path::Path) -> object_store::Result<()> {
+        let escape = || generic(Escape(path.display().to_string()));
+        let rel = self.relative(path)?;
         let mut at = self.root.clone();
         for part in rel.components() {
             let Component::Normal(name) = part else {
@@ -135,14 +143,7 @@ impl ConfinedDir {
     /// it does not exist. Blocking.
     pub fn open_read(&self, path: &std::path::Path) -> object_store::Result<Option<File>> {
         let escape = || generic(Escape(path.display().to_string()));
-        let rel = path.strip_prefix(&self.root).map_err(|_| escape())?;
-        if rel
-            .file_name()
-            .and_then(|n| n.to_str())
-            .is_some_and(upload_name)
-        {
-            return Err(generic(UploadName));
-        }
+        let rel = self.relative(path)?;
         let opened = match open_beneath(&self.root_dir, rel) {
             Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
                 // A kernel without openat2: check, then open the last
