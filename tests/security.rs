@@ -682,6 +682,12 @@ async fn decompression_bombs_stop_at_the_chunk_size() {
             text.contains(&format!("{name}/c/0")),
             "names the key: {text}"
         );
+        let doc: Value = serde_json::from_slice(&b).unwrap();
+        assert_eq!(
+            doc["error"]["request_id"].as_str().unwrap_or("").len(),
+            32,
+            "a server error carries its request id: {text}"
+        );
     }
 }
 

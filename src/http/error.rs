@@ -89,3 +89,34 @@ impl IntoResponse for ApiError {
 }
 
 pub type ApiResult<T> = Result<T, ApiError>;
+
+/// Server errors carry the request's id in their body too, so the client
+/// can quote what an operator finds in the logs (its span names the id).
+pub async fn request_id_in_errors(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let id = request.headers().get("x-request-id").cloned();
+    let response = next.run(request).await;
+    let json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"application/json"));
+    let (Some(id), true, true) = (id, response.status().is_server_error(), json) else {
+        return response;
+    };
+    let (mut parts, body) = response.into_parts();
+    // Error bodies are a few hundred bytes; anything larger is not ours to edit.
+    let Ok(bytes) = axum::body::to_bytes(body, 64 << 10).await else {
+        return (parts.status, "").into_response();
+    };
+    let mut doc: serde_json::Value = match serde_json::from_slice(&bytes) {
+        Ok(doc) => doc,
+        Err(_) => return Response::from_parts(parts, axum::body::Body::from(bytes)),
+    };
+    if let Some(error) = doc.get_mut("error").and_then(|e| e.as_object_mut()) {
+        error.insert("request_id".into(), json!(id.to_str().unwrap_or_default()));
+    }
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, axum::body::Body::from(doc.to_string()))
+}

@@ -404,6 +404,7 @@ pub fn router(state: AppState) -> Router {
             limits::headers,
         ))
         .with_state(state.clone())
+        .layer(axum::middleware::from_fn(error::request_id_in_errors))
         .layer(CompressionLayer::new().compress_when(compressible))
         .layer(cors(&cors_config))
         .layer(PropagateRequestIdLayer::new(x_request_id.clone()))

@@ -74,9 +74,8 @@ pub fn open_url(location: &str) -> Result<Store, StoreError> {
                 .with_client_options(object_store::ClientOptions::new().with_allow_http(url.scheme() == "http"))
                 .with_retry(retries())
                 .build().map_err(|e| bad(location, e))?;
-            let mut s = Store::with_coordination(Arc::new(store), location, Coordination::CompareAndSwap);
-            s.read_only = true;
-            return Ok(s);
+            let s = Store::with_coordination(Arc::new(store), location, Coordination::CompareAndSwap);
+            return Ok(s.into_read_only());
         }
         other => return Err(bad(location, format!("unsupported scheme '{other}' (use a directory, file://, memory://, s3://, gs://, az:// or http(s)://)"))),
     };

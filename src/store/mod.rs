@@ -7,6 +7,7 @@ mod confined;
 mod get;
 mod key;
 mod local;
+mod read_only;
 pub mod update;
 mod zip;
 
@@ -133,6 +134,14 @@ impl StoreError {
                     reason: source.to_string(),
                 }
             }
+            object_store::Error::Generic { source, .. } if source.is::<read_only::Refused>() => {
+                StoreError::ReadOnly {
+                    what: source
+                        .downcast_ref::<read_only::Refused>()
+                        .map(|r| r.0.clone())
+                        .unwrap_or_default(),
+                }
+            }
             object_store::Error::Generic { source, .. } if source.is::<Escape>() => {
                 StoreError::Forbidden {
                     key,
@@ -238,7 +247,8 @@ pub struct Store {
     inner: Arc<dyn ObjectStore>,
     description: String,
     updater: Arc<Updater>,
-    /// Writes are refused (HTTP stores).
+    /// Its backend refuses writes (wrapped in `ReadOnly`): HTTP and zip
+    /// stores, read-only mounts.
     read_only: bool,
     /// Stores mounted under top-level names (`era5/...` reads the `era5` mount).
     mounts: Arc<Vec<(String, Store)>>,
@@ -354,19 +364,30 @@ impl Store {
         {
             // A zip file as zarr-python's ZipStore writes it: read-only.
             let zip = zip::ZipStore::open(path)?;
-            let mut store = Store::with_coordination(
+            let store = Store::with_coordination(
                 Arc::new(zip),
                 format!("zip://{location}"),
                 Coordination::CompareAndSwap,
             );
-            store.read_only = true;
-            return Ok(store);
+            return Ok(store.into_read_only());
         }
         Store::local(std::path::Path::new(location))
     }
 
     pub fn is_read_only(&self) -> bool {
         self.read_only
+    }
+
+    /// This store, refusing every write (its backend wrapped in `ReadOnly`).
+    pub fn into_read_only(mut self) -> Self {
+        if !self.read_only {
+            self.inner = Arc::new(read_only::ReadOnly::new(
+                self.inner.clone(),
+                self.description.clone(),
+            ));
+            self.read_only = true;
+        }
+        self
     }
 
     /// `root` with `mounts` under top-level names: `name/key` is `key` in
@@ -376,7 +397,7 @@ impl Store {
         mounts: Vec<(String, Store, bool)>,
     ) -> Result<Store, StoreError> {
         let mut table = Vec::new();
-        for (name, mut store, read_only) in mounts {
+        for (name, store, read_only) in mounts {
             let key = StoreKey::new(&name)?;
             if name.contains('/') || key.is_root() || is_internal(&name) {
                 return Err(StoreError::InvalidKey {
@@ -384,7 +405,11 @@ impl Store {
                     reason: "a mount name is one path segment".into(),
                 });
             }
-            store.read_only |= read_only;
+            let store = if read_only {
+                store.into_read_only()
+            } else {
+                store
+            };
             table.push((name, store));
         }
         root.mounts = Arc::new(table);
@@ -423,15 +448,6 @@ impl Store {
 
     fn path(&self, key: &StoreKey) -> Path {
         path_of(key)
-    }
-
-    fn writable(&self) -> Result<(), StoreError> {
-        if self.read_only {
-            return Err(StoreError::ReadOnly {
-                what: self.description.clone(),
-            });
-        }
-        Ok(())
     }
 
     /// Read-modify-write `key` safely against concurrent writers, with the
@@ -513,7 +529,6 @@ impl Store {
         condition: PutCondition,
     ) -> Result<Version, StoreError> {
         let (store, key) = self.route(key)?;
-        store.writable()?;
         if key.is_root() {
             return Err(StoreError::InvalidKey {
                 key: String::new(),
@@ -546,7 +561,6 @@ impl Store {
     /// Delete a value; deleting a missing key succeeds.
     pub async fn delete(&self, key: &StoreKey) -> Result<(), StoreError> {
         let (store, key) = self.route(key)?;
-        store.writable()?;
         match store.inner.delete(&store.path(&key)).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(StoreError::from_backend(&key, e)),

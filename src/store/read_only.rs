@@ -1,0 +1,116 @@
+//! A store that refuses writes, whatever its backend: read-only mounts, zip
+//! files and plain HTTP stores are their backend wrapped in [`ReadOnly`],
+//! so no operation of `Store` has to remember to check a flag.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use futures::StreamExt;
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
+};
+
+/// Why a write was refused: the store (named) is read-only.
+#[derive(Debug, thiserror::Error)]
+#[error("the store {0} is read-only")]
+pub struct Refused(pub String);
+
+#[derive(Debug)]
+pub struct ReadOnly {
+    inner: Arc<dyn ObjectStore>,
+    what: String,
+}
+
+impl ReadOnly {
+    pub fn new(inner: Arc<dyn ObjectStore>, what: impl Into<String>) -> Self {
+        ReadOnly {
+            inner,
+            what: what.into(),
+        }
+    }
+
+    fn refused(&self) -> object_store::Error {
+        object_store::Error::Generic {
+            store: "read-only",
+            source: Box::new(Refused(self.what.clone())),
+        }
+    }
+}
+
+impl std::fmt::Display for ReadOnly {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "ReadOnly({})", self.inner)
+    }
+}
+
+#[async_trait]
+impl ObjectStore for ReadOnly {
+    async fn put_opts(
+        &self,
+        _: &Path,
+        _: PutPayload,
+        _: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        Err(self.refused())
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        _: &Path,
+        _: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        Err(self.refused())
+    }
+
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+
+    async fn get_ranges(
+        &self,
+        location: &Path,
+        ranges: &[Range<u64>],
+    ) -> object_store::Result<Vec<Bytes>> {
+        self.inner.get_ranges(location, ranges).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
+        let what = self.what.clone();
+        locations
+            .map(move |_| {
+                Err(object_store::Error::Generic {
+                    store: "read-only",
+                    source: Box::new(Refused(what.clone())),
+                })
+            })
+            .boxed()
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(&self, _: &Path, _: &Path, _: CopyOptions) -> object_store::Result<()> {
+        Err(self.refused())
+    }
+
+    async fn rename_opts(&self, _: &Path, _: &Path, _: RenameOptions) -> object_store::Result<()> {
+        Err(self.refused())
+    }
+}
