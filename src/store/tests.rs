@@ -567,3 +567,139 @@ async fn http_store_reads_conform() {
     reads_conform(&store, lacks).await;
     server.abort();
 }
+
+/// The object-store emulators the interop tests use (moto for S3, Azurite
+/// for Azure), started here from the paths `scripts/test` exports. Without
+/// them (a bare `cargo test`) these backends are skipped, saying so; under
+/// CI they must be there.
+mod emulators {
+    use super::*;
+    use std::process::{Child, Command, Stdio};
+
+    struct Emulator(Child);
+
+    impl Drop for Emulator {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    fn tool(var: &str) -> Option<String> {
+        match std::env::var(var) {
+            Ok(path) if !path.is_empty() => Some(path),
+            _ if std::env::var("CI").is_ok() => panic!("{var} is not set; scripts/test sets it"),
+            _ => {
+                eprintln!("skipped: {var} is not set (scripts/test sets it)");
+                None
+            }
+        }
+    }
+
+    fn free_port() -> u16 {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port()
+    }
+
+    async fn wait_for(port: u16) {
+        for _ in 0..300 {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+            {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        panic!("the emulator on port {port} did not start");
+    }
+
+    const AZURITE_KEY: &str =
+        "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+
+    const MOTO: &str = "import sys\nfrom werkzeug.serving import run_simple\nfrom moto.server import DomainDispatcherApplication, create_backend_app\nrun_simple('127.0.0.1', int(sys.argv[1]), DomainDispatcherApplication(create_backend_app), threaded=False, use_reloader=False)\n";
+
+    #[tokio::test]
+    async fn s3_store_conforms() {
+        let Some(python) = tool("ZARRD_PYTHON") else {
+            return;
+        };
+        let port = free_port();
+        let _moto = Emulator(
+            Command::new(python)
+                .args(["-c", MOTO, &port.to_string()])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        wait_for(port).await;
+        let endpoint = format!("http://127.0.0.1:{port}");
+        let client = reqwest::Client::new();
+        for bucket in ["suite", "reads"] {
+            client
+                .put(format!("{endpoint}/{bucket}"))
+                .send()
+                .await
+                .unwrap();
+        }
+        let s3 = |bucket: &str| {
+            let inner = object_store::aws::AmazonS3Builder::new()
+                .with_endpoint(&endpoint)
+                .with_allow_http(true)
+                .with_bucket_name(bucket)
+                .with_region("us-east-1")
+                .with_access_key_id("test")
+                .with_secret_access_key("test")
+                .build()
+                .unwrap();
+            Store::new(Arc::new(inner), format!("s3://{bucket}"))
+        };
+        conformance(s3("suite")).await;
+        reads_conform(&filled(s3("reads")).await, WRITABLE).await;
+    }
+
+    #[tokio::test]
+    async fn azure_store_conforms() {
+        let (Some(azurite), Some(python)) = (tool("ZARRD_AZURITE"), tool("ZARRD_PYTHON")) else {
+            return;
+        };
+        let data = tempfile::tempdir().unwrap();
+        let port = free_port();
+        let _azurite = Emulator(
+            Command::new(azurite)
+                .args(["--blobHost", "127.0.0.1", "--blobPort", &port.to_string()])
+                .args(["--location", data.path().to_str().unwrap()])
+                .args(["--skipApiVersionCheck", "--silent"])
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+        wait_for(port).await;
+        let endpoint = format!("http://127.0.0.1:{port}");
+        // Creating a container needs a signed request; the Azure SDK signs it.
+        let create = format!(
+            "from azure.storage.blob import BlobServiceClient\nc = BlobServiceClient.from_connection_string('DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey={AZURITE_KEY};BlobEndpoint={endpoint}/devstoreaccount1;')\nfor name in ['suite', 'reads']:\n    c.create_container(name)\n"
+        );
+        let status = Command::new(python).args(["-c", &create]).status().unwrap();
+        assert!(status.success(), "could not create the containers");
+        let azure = |container: &str| {
+            // Azurite's account, addressed path-style on the port it was given.
+            let inner = object_store::azure::MicrosoftAzureBuilder::new()
+                .with_account("devstoreaccount1")
+                .with_access_key(AZURITE_KEY)
+                .with_endpoint(format!("{endpoint}/devstoreaccount1"))
+                .with_allow_http(true)
+                .with_container_name(container)
+                .build()
+                .unwrap();
+            Store::new(Arc::new(inner), format!("az://{container}"))
+        };
+        conformance(azure("suite")).await;
+        reads_conform(&filled(azure("reads")).await, WRITABLE).await;
+    }
+}
