@@ -154,7 +154,7 @@ pub struct ServeArgs {
     /// idle keep-alive connection stays open [default: 30]
     #[arg(long, env = "ZARRD_HEADER_TIMEOUT")]
     pub header_timeout: Option<f64>,
-    /// Seconds a request body may go without sending data (408 after) [default: 30]
+    /// Seconds a request body may stall (408), or a client stop reading a response [default: 30]
     #[arg(long, env = "ZARRD_BODY_TIMEOUT")]
     pub body_timeout: Option<f64>,
 }
