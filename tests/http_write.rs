@@ -1,10 +1,12 @@
 //! Writes over HTTP in-process: raw keys with conditions, node creation and
 //! edits, region writes in every body format, appends, and their errors.
 
-use axum::body::{to_bytes, Body};
-use axum::http::{Method, Request, StatusCode};
+mod common;
+
+use axum::body::Body;
+use axum::http::{Method, StatusCode};
+use common::call;
 use serde_json::{json, Value};
-use tower::ServiceExt;
 use zarrd::config::{Config, Recheck};
 use zarrd::http::{router, AppState};
 use zarrd::store::Store;
@@ -19,33 +21,6 @@ fn writable() -> Config {
         recheck_cached: Recheck::Never,
         ..Config::default()
     }
-}
-
-async fn call(
-    app: &axum::Router,
-    method: Method,
-    uri: &str,
-    headers: &[(&str, &str)],
-    body: impl Into<Body>,
-) -> (StatusCode, axum::http::HeaderMap, Vec<u8>) {
-    let mut req = Request::builder().method(method).uri(uri);
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    let resp = app
-        .clone()
-        .oneshot(req.body(body.into()).unwrap())
-        .await
-        .unwrap();
-    let (status, headers) = (resp.status(), resp.headers().clone());
-    (
-        status,
-        headers,
-        to_bytes(resp.into_body(), usize::MAX)
-            .await
-            .unwrap()
-            .to_vec(),
-    )
 }
 
 async fn json_of(

@@ -4,12 +4,14 @@
 //! that breaks a node. One test per finding, each failing on the code that
 //! had the hole.
 
+mod common;
+
+use common::call;
 use std::io::Write;
 
-use axum::body::{to_bytes, Body};
-use axum::http::{Method, Request, StatusCode};
+use axum::body::Body;
+use axum::http::{Method, StatusCode};
 use serde_json::{json, Value};
-use tower::ServiceExt;
 use zarrd::auth::{Scope, TokenConfig};
 use zarrd::config::{Config, Recheck};
 use zarrd::http::{router, AppState};
@@ -22,27 +24,6 @@ fn writable() -> Config {
         recheck_cached: Recheck::Always,
         ..Config::default()
     }
-}
-
-async fn call(
-    app: &axum::Router,
-    method: Method,
-    uri: &str,
-    headers: &[(&str, &str)],
-    body: impl Into<Body>,
-) -> (StatusCode, axum::http::HeaderMap, Vec<u8>) {
-    let mut req = Request::builder().method(method).uri(uri);
-    for (k, v) in headers {
-        req = req.header(*k, *v);
-    }
-    let resp = app
-        .clone()
-        .oneshot(req.body(body.into()).unwrap())
-        .await
-        .unwrap();
-    let (status, headers) = (resp.status(), resp.headers().clone());
-    let body = to_bytes(resp.into_body(), 64 << 20).await.unwrap().to_vec();
-    (status, headers, body)
 }
 
 fn error_code(body: &[u8]) -> String {

@@ -62,6 +62,41 @@ fn send(addr: &str, method: &str, path: &str, body: &str) -> String {
     line.trim().to_string()
 }
 
+/// A 64 MiB array (as .npy far more than socket buffers hold), and `n`
+/// readers of it that read the status line and nothing more.
+fn stalled_readers(addr: &str, n: usize) -> Vec<TcpStream> {
+    let spec =
+        r#"{"node_type":"array","shape":[4096,2048],"chunks":[1024,1024],"dtype":"float64"}"#;
+    assert!(send(addr, "PUT", "/api/v1/meta/big", spec).contains("201"));
+    assert!(send(addr, "PUT", "/api/v1/data/big", r#"{"data":1.5}"#).contains("200"));
+    (0..n)
+        .map(|_| {
+            let mut s = TcpStream::connect(addr).unwrap();
+            write!(s, "GET /api/v1/data/big HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+            let mut line = String::new();
+            BufReader::with_capacity(64, s.try_clone().unwrap())
+                .read_line(&mut line)
+                .unwrap();
+            assert!(line.contains("200"), "{line}");
+            s
+        })
+        .collect()
+}
+
+/// The status of `path` once it answers 200, polling for up to 20 s.
+fn eventually_ok(addr: &str, path: &str) -> String {
+    let started = Instant::now();
+    let mut last = String::new();
+    while started.elapsed() < Duration::from_secs(20) {
+        last = status(addr, path);
+        if last.contains("200") {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    last
+}
+
 /// Whether the server closes `s` within `within`.
 fn closed_within(s: &mut TcpStream, within: Duration) -> bool {
     s.set_read_timeout(Some(within)).unwrap();
@@ -105,22 +140,7 @@ fn streaming_responses_hold_their_slot_and_liveness_is_never_shed() {
         "2",
         "--allow-anonymous-writes",
     ]);
-    // 64 MiB as .npy: far more than socket buffers hold, so a reader that
-    // reads nothing keeps its response in flight.
-    let spec =
-        r#"{"node_type":"array","shape":[4096,2048],"chunks":[1024,1024],"dtype":"float64"}"#;
-    assert!(send(&server.addr, "PUT", "/api/v1/meta/big", spec).contains("201"));
-    assert!(send(&server.addr, "PUT", "/api/v1/data/big", r#"{"data":1.5}"#).contains("200"));
-    let mut slow = Vec::new();
-    for _ in 0..2 {
-        let mut s = TcpStream::connect(&server.addr).unwrap();
-        write!(s, "GET /api/v1/data/big HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-        let mut line = String::new();
-        let mut reader = BufReader::with_capacity(64, s.try_clone().unwrap());
-        reader.read_line(&mut line).unwrap();
-        assert!(line.contains("200"), "{line}");
-        slow.push(s);
-    }
+    let slow = stalled_readers(&server.addr, 2);
     let third = status(&server.addr, "/api/v1/meta/big");
     assert!(
         third.contains("503"),
@@ -130,14 +150,7 @@ fn streaming_responses_hold_their_slot_and_liveness_is_never_shed() {
     assert!(live.contains("200"), "liveness was refused: {live}");
     drop(slow);
     // Once the readers are gone, their slots are free again.
-    let mut after = String::new();
-    for _ in 0..50 {
-        after = status(&server.addr, "/api/v1/meta/big");
-        if after.contains("200") {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let after = eventually_ok(&server.addr, "/api/v1/meta/big");
     assert!(after.contains("200"), "slots were not released: {after}");
 }
 
@@ -152,32 +165,10 @@ fn clients_that_stop_reading_are_dropped_and_free_their_slot() {
         "1",
         "--allow-anonymous-writes",
     ]);
-    let spec =
-        r#"{"node_type":"array","shape":[4096,2048],"chunks":[1024,1024],"dtype":"float64"}"#;
-    assert!(send(&server.addr, "PUT", "/api/v1/meta/big", spec).contains("201"));
-    assert!(send(&server.addr, "PUT", "/api/v1/data/big", r#"{"data":1.5}"#).contains("200"));
-    // Two readers that read the status line and then nothing more.
-    let mut stalled = Vec::new();
-    for _ in 0..2 {
-        let mut s = TcpStream::connect(&server.addr).unwrap();
-        write!(s, "GET /api/v1/data/big HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
-        let mut line = String::new();
-        BufReader::with_capacity(64, s.try_clone().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        stalled.push(s);
-    }
+    let stalled = stalled_readers(&server.addr, 2);
     assert!(status(&server.addr, "/api/v1/meta/big").contains("503"));
     // Without reading, after --body-timeout the server gives up on them.
-    let started = Instant::now();
-    let mut after = String::new();
-    while started.elapsed() < Duration::from_secs(20) {
-        after = status(&server.addr, "/api/v1/meta/big");
-        if after.contains("200") {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(200));
-    }
+    let after = eventually_ok(&server.addr, "/api/v1/meta/big");
     assert!(
         after.contains("200"),
         "stalled readers kept their slots: {after}"
