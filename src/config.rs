@@ -90,8 +90,11 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     Ok((value * scale as f64) as u64)
 }
 
-/// `zarrd serve` flags; each also reads a `ZARRD_*` variable.
-#[derive(Debug, Clone, Default, clap::Args)]
+/// `zarrd serve`'s options, declared once: each is a flag and a `ZARRD_*`
+/// variable (clap) and a key of the TOML config file (serde, same name).
+/// [`Config::resolve`] merges flag > variable > file > default.
+#[derive(Debug, Clone, Default, clap::Args, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct ServeArgs {
     /// Directory or store URL (file://, memory://) to serve [default: ./data]
     #[arg(env = "ZARRD_ROOT")]
@@ -104,18 +107,23 @@ pub struct ServeArgs {
     pub demo: bool,
     /// TOML config file (flags and ZARRD_* variables override it)
     #[arg(long, env = "ZARRD_CONFIG")]
+    #[serde(skip)]
     pub config: Option<PathBuf>,
     /// Bytes of decoded chunks to cache, e.g. 512MiB [default: 512MiB]
     #[arg(long, env = "ZARRD_CACHE_SIZE", value_parser = parse_size)]
+    #[serde(deserialize_with = "file::size")]
     pub cache_size: Option<u64>,
     /// Revalidate cached data: never, always, or after N seconds [default: always]
     #[arg(long, env = "ZARRD_RECHECK_CACHED")]
+    #[serde(deserialize_with = "file::parsed")]
     pub recheck_cached: Option<Recheck>,
-    /// Largest JSON data response, e.g. 64MiB [default: 64MiB]
+    /// Largest JSON data response, and largest variable-length one in any format, e.g. 64MiB [default: 64MiB]
     #[arg(long, env = "ZARRD_JSON_LIMIT", value_parser = parse_size)]
+    #[serde(deserialize_with = "file::size")]
     pub json_limit: Option<u64>,
     /// Largest data response of any format [default: 16GiB]
     #[arg(long, env = "ZARRD_RESPONSE_LIMIT", value_parser = parse_size)]
+    #[serde(deserialize_with = "file::size")]
     pub response_limit: Option<u64>,
     /// Log format [default: text]
     #[arg(long, env = "ZARRD_LOG_FORMAT", value_enum)]
@@ -128,85 +136,130 @@ pub struct ServeArgs {
     pub allow_anonymous_writes: bool,
     /// Largest request body, e.g. 256MiB [default: 256MiB]
     #[arg(long, env = "ZARRD_MAX_BODY_SIZE", value_parser = parse_size)]
+    #[serde(deserialize_with = "file::size")]
     pub max_body_size: Option<u64>,
     /// Largest request line and headers together, e.g. 64KiB [default: 64KiB]
     #[arg(long, env = "ZARRD_MAX_HEADER_BYTES", value_parser = parse_size)]
+    #[serde(deserialize_with = "file::size")]
     pub max_header_bytes: Option<u64>,
     /// TOML file of bearer tokens ([[tokens]] with token or token_sha256, scopes, prefixes)
     #[arg(long, env = "ZARRD_TOKENS_FILE")]
     pub tokens_file: Option<PathBuf>,
     /// Accept reads without a token even when tokens are configured
-    #[arg(long, env = "ZARRD_ALLOW_ANONYMOUS_READS")]
-    pub allow_anonymous_reads: bool,
+    #[arg(long, env = "ZARRD_ALLOW_ANONYMOUS_READS", num_args = 0..=1, default_missing_value = "true")]
+    pub allow_anonymous_reads: Option<bool>,
     /// Requests served at once before new ones get 503 [default: 1024]
     #[arg(long, env = "ZARRD_MAX_CONCURRENCY")]
     pub max_concurrency: Option<usize>,
     /// Seconds a request may take to start its response (504 after) [default: 300]
     #[arg(long, env = "ZARRD_REQUEST_TIMEOUT")]
+    #[serde(deserialize_with = "file::parsed")]
     pub request_timeout: Option<f64>,
     /// Origins browsers may read from, comma-separated, `*` for any [default: *]
     #[arg(long, env = "ZARRD_CORS_ORIGINS", value_delimiter = ',')]
+    #[serde(skip)]
     pub cors_origins: Option<Vec<String>>,
     /// Seconds in-flight requests get to finish after SIGTERM [default: 30]
     #[arg(long, env = "ZARRD_SHUTDOWN_TIMEOUT")]
+    #[serde(deserialize_with = "file::parsed")]
     pub shutdown_timeout: Option<f64>,
     /// Seconds a client has to send a request's headers; also how long an
     /// idle keep-alive connection stays open [default: 30]
     #[arg(long, env = "ZARRD_HEADER_TIMEOUT")]
+    #[serde(deserialize_with = "file::parsed")]
     pub header_timeout: Option<f64>,
     /// Seconds a request body may stall (408), or a client stop reading a response [default: 30]
     #[arg(long, env = "ZARRD_BODY_TIMEOUT")]
+    #[serde(deserialize_with = "file::parsed")]
     pub body_timeout: Option<f64>,
+    /// `[cors]` in the file (origins also from --cors-origins).
+    #[arg(skip)]
+    pub cors: Cors,
+    /// `[mounts]` in the file.
+    #[arg(skip)]
+    pub mounts: std::collections::BTreeMap<String, MountSpec>,
+    /// `[[tokens]]` in the file.
+    #[arg(skip)]
+    pub tokens: Vec<TokenConfig>,
 }
 
-/// The config file's fields (all optional, same names as the flags).
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "snake_case")]
-struct FileConfig {
-    root: Option<String>,
-    listen: Option<String>,
-    demo: Option<bool>,
-    cache_size: Option<SizeValue>,
-    recheck_cached: Option<toml::Value>,
-    json_limit: Option<SizeValue>,
-    response_limit: Option<SizeValue>,
-    log_format: Option<LogFormat>,
-    read_only: Option<bool>,
-    allow_anonymous_writes: Option<bool>,
-    max_body_size: Option<SizeValue>,
-    max_header_bytes: Option<SizeValue>,
-    allow_anonymous_reads: Option<bool>,
-    tokens_file: Option<PathBuf>,
-    max_concurrency: Option<usize>,
-    request_timeout: Option<SizeValue>,
-    shutdown_timeout: Option<SizeValue>,
-    header_timeout: Option<SizeValue>,
-    body_timeout: Option<SizeValue>,
-    #[serde(default)]
-    cors: Cors,
-    #[serde(default)]
-    mounts: std::collections::BTreeMap<String, MountSpec>,
-    #[serde(default)]
-    tokens: Vec<TokenConfig>,
+/// How the file's values become options: sizes as numbers or strings like
+/// "512MiB", everything else as a TOML value or a string that parses.
+mod file {
+    use serde::de::{Deserializer, Error};
+    use serde::Deserialize;
+
+    pub fn size<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u64>, D::Error> {
+        match toml::Value::deserialize(d)? {
+            toml::Value::Integer(n) if n >= 0 => Ok(Some(n as u64)),
+            toml::Value::Float(f) if f >= 0.0 => Ok(Some(f as u64)),
+            toml::Value::String(s) => super::parse_size(&s).map(Some).map_err(D::Error::custom),
+            other => Err(D::Error::custom(format!(
+                "{other} is not a size like 512MiB"
+            ))),
+        }
+    }
+
+    pub fn parsed<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+    where
+        D: Deserializer<'de>,
+        T: std::str::FromStr,
+        T::Err: std::fmt::Display,
+    {
+        let text = match toml::Value::deserialize(d)? {
+            toml::Value::String(s) => s,
+            other => other.to_string(),
+        };
+        text.parse()
+            .map(Some)
+            .map_err(|e| D::Error::custom(format!("'{text}': {e}")))
+    }
 }
 
-/// A size in the file: a number of bytes or a string like "512MiB".
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum SizeValue {
-    Bytes(u64),
-    Float(f64),
-    Text(String),
+impl ServeArgs {
+    /// These options (flags and variables) over the file's.
+    fn over(self, file: ServeArgs) -> ServeArgs {
+        ServeArgs {
+            root: self.root.or(file.root),
+            listen: self.listen.or(file.listen),
+            demo: self.demo || file.demo,
+            config: self.config,
+            cache_size: self.cache_size.or(file.cache_size),
+            recheck_cached: self.recheck_cached.or(file.recheck_cached),
+            json_limit: self.json_limit.or(file.json_limit),
+            response_limit: self.response_limit.or(file.response_limit),
+            log_format: self.log_format.or(file.log_format),
+            read_only: self.read_only || file.read_only,
+            allow_anonymous_writes: self.allow_anonymous_writes || file.allow_anonymous_writes,
+            max_body_size: self.max_body_size.or(file.max_body_size),
+            max_header_bytes: self.max_header_bytes.or(file.max_header_bytes),
+            tokens_file: self.tokens_file.or(file.tokens_file),
+            allow_anonymous_reads: self.allow_anonymous_reads.or(file.allow_anonymous_reads),
+            max_concurrency: self.max_concurrency.or(file.max_concurrency),
+            request_timeout: self.request_timeout.or(file.request_timeout),
+            cors_origins: self.cors_origins,
+            shutdown_timeout: self.shutdown_timeout.or(file.shutdown_timeout),
+            header_timeout: self.header_timeout.or(file.header_timeout),
+            body_timeout: self.body_timeout.or(file.body_timeout),
+            cors: file.cors,
+            mounts: file.mounts,
+            tokens: file.tokens,
+        }
+    }
 }
 
-/// A timeout given in seconds, which must be positive.
-fn positive_seconds(
+/// A timeout given in seconds, which must be positive (or, with
+/// `zero_ok`, may be zero).
+fn seconds(
     option: &'static str,
     given: Option<f64>,
     default: Duration,
+    zero_ok: bool,
 ) -> Result<Duration, ConfigError> {
     match given {
-        Some(s) if s.is_finite() && s > 0.0 && s < 1e9 => Ok(Duration::from_secs_f64(s)),
+        Some(s) if s.is_finite() && (s > 0.0 || (zero_ok && s == 0.0)) && s < 1e9 => {
+            Ok(Duration::from_secs_f64(s))
+        }
         Some(s) => Err(invalid(
             option,
             format!("{s} is not a positive number of seconds"),
@@ -215,36 +268,10 @@ fn positive_seconds(
     }
 }
 
-/// Seconds in the file: a number, or a string holding one.
-fn seconds(value: &Option<SizeValue>) -> Result<Option<f64>, ConfigError> {
-    match value {
-        None => Ok(None),
-        Some(SizeValue::Bytes(n)) => Ok(Some(*n as f64)),
-        Some(SizeValue::Float(f)) => Ok(Some(*f)),
-        Some(SizeValue::Text(t)) => t.parse().map(Some).map_err(|_| {
-            invalid(
-                "request_timeout",
-                format!("'{t}' is not a number of seconds"),
-            )
-        }),
-    }
-}
-
-impl SizeValue {
-    fn bytes(&self, option: &'static str) -> Result<u64, ConfigError> {
-        match self {
-            SizeValue::Bytes(n) => Ok(*n),
-            SizeValue::Float(f) if *f >= 0.0 => Ok(*f as u64),
-            SizeValue::Float(f) => Err(invalid(option, format!("{f} is negative"))),
-            SizeValue::Text(s) => parse_size(s).map_err(|e| invalid(option, e)),
-        }
-    }
-}
-
 /// A mount in the config file: a URL, or `{ url = "...", read_only = true }`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
-enum MountSpec {
+pub enum MountSpec {
     Url(String),
     Full {
         url: String,
@@ -372,132 +399,51 @@ impl Config {
                     path: path.display().to_string(),
                     reason: e.to_string(),
                 })?;
-                toml::from_str::<FileConfig>(&text).map_err(|e| ConfigError::File {
+                toml::from_str::<ServeArgs>(&text).map_err(|e| ConfigError::File {
                     path: path.display().to_string(),
                     reason: e.to_string(),
                 })?
             }
-            None => FileConfig::default(),
+            None => ServeArgs::default(),
         };
+        let o = args.over(file);
         let d = Config::default();
-        let listen = match (args.listen, &file.listen) {
-            (Some(l), _) => l,
-            (None, Some(s)) => s.parse().map_err(|_| {
-                invalid(
-                    "listen",
-                    format!("'{s}' is not an address like 127.0.0.1:8000"),
-                )
-            })?,
-            (None, None) => d.listen,
-        };
-        let recheck_cached = match (args.recheck_cached, &file.recheck_cached) {
-            (Some(r), _) => r,
-            (None, Some(v)) => {
-                let text = match v {
-                    toml::Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
-                text.parse().map_err(|e| invalid("recheck_cached", e))?
-            }
-            (None, None) => d.recheck_cached,
-        };
-        let size = |flag: Option<u64>,
-                    file: &Option<SizeValue>,
-                    option,
-                    default|
-         -> Result<u64, ConfigError> {
-            match (flag, file) {
-                (Some(n), _) => Ok(n),
-                (None, Some(v)) => v.bytes(option),
-                (None, None) => Ok(default),
-            }
-        };
         Ok(Config {
-            root: args.root.or(file.root).unwrap_or(d.root),
-            listen,
-            demo: args.demo || file.demo.unwrap_or(false),
-            cache_size: size(
-                args.cache_size,
-                &file.cache_size,
-                "cache_size",
-                d.cache_size,
-            )?,
-            recheck_cached,
-            json_limit: size(
-                args.json_limit,
-                &file.json_limit,
-                "json_limit",
-                d.json_limit,
-            )?,
-            response_limit: size(
-                args.response_limit,
-                &file.response_limit,
-                "response_limit",
-                d.response_limit,
-            )?,
-            log_format: args.log_format.or(file.log_format).unwrap_or(d.log_format),
-            read_only: args.read_only || file.read_only.unwrap_or(false),
+            root: o.root.unwrap_or(d.root),
+            listen: o.listen.unwrap_or(d.listen),
+            demo: o.demo,
+            cache_size: o.cache_size.unwrap_or(d.cache_size),
+            recheck_cached: o.recheck_cached.unwrap_or(d.recheck_cached),
+            json_limit: o.json_limit.unwrap_or(d.json_limit),
+            response_limit: o.response_limit.unwrap_or(d.response_limit),
+            log_format: o.log_format.unwrap_or(d.log_format),
+            read_only: o.read_only,
             // The demo store is in memory and disposable: it takes writes.
-            allow_anonymous_writes: args.allow_anonymous_writes
-                || file.allow_anonymous_writes.unwrap_or(false)
-                || args.demo
-                || file.demo.unwrap_or(false),
-            max_body_size: size(
-                args.max_body_size,
-                &file.max_body_size,
-                "max_body_size",
-                d.max_body_size,
-            )?,
-            max_header_bytes: size(
-                args.max_header_bytes,
-                &file.max_header_bytes,
-                "max_header_bytes",
-                d.max_header_bytes,
-            )?,
-            allow_anonymous_reads: if args.allow_anonymous_reads {
-                Some(true)
-            } else {
-                file.allow_anonymous_reads
-            },
-            max_concurrency: args
-                .max_concurrency
-                .or(file.max_concurrency)
-                .unwrap_or(d.max_concurrency)
-                .max(1),
-            request_timeout: positive_seconds(
+            allow_anonymous_writes: o.allow_anonymous_writes || o.demo,
+            max_body_size: o.max_body_size.unwrap_or(d.max_body_size),
+            max_header_bytes: o.max_header_bytes.unwrap_or(d.max_header_bytes),
+            allow_anonymous_reads: o.allow_anonymous_reads,
+            tokens: load_tokens(o.tokens, o.tokens_file.as_deref())?,
+            max_concurrency: o.max_concurrency.unwrap_or(d.max_concurrency).max(1),
+            request_timeout: seconds(
                 "request_timeout",
-                args.request_timeout.or(seconds(&file.request_timeout)?),
+                o.request_timeout,
                 d.request_timeout,
+                false,
             )?,
-            header_timeout: positive_seconds(
-                "header_timeout",
-                args.header_timeout.or(seconds(&file.header_timeout)?),
-                d.header_timeout,
+            shutdown_timeout: seconds(
+                "shutdown_timeout",
+                o.shutdown_timeout,
+                d.shutdown_timeout,
+                true,
             )?,
-            body_timeout: positive_seconds(
-                "body_timeout",
-                args.body_timeout.or(seconds(&file.body_timeout)?),
-                d.body_timeout,
-            )?,
-            tokens: load_tokens(
-                file.tokens,
-                args.tokens_file.or(file.tokens_file).as_deref(),
-            )?,
-            shutdown_timeout: match args.shutdown_timeout.or(seconds(&file.shutdown_timeout)?) {
-                Some(s) if s.is_finite() && s >= 0.0 => Duration::from_secs_f64(s),
-                Some(s) => {
-                    return Err(invalid(
-                        "shutdown_timeout",
-                        format!("{s} is not a number of seconds"),
-                    ))
-                }
-                None => d.shutdown_timeout,
-            },
+            header_timeout: seconds("header_timeout", o.header_timeout, d.header_timeout, false)?,
+            body_timeout: seconds("body_timeout", o.body_timeout, d.body_timeout, false)?,
             cors: Cors {
-                origins: args.cors_origins.unwrap_or(file.cors.origins),
-                ..file.cors
+                origins: o.cors_origins.unwrap_or(o.cors.origins),
+                ..o.cors
             },
-            mounts: file
+            mounts: o
                 .mounts
                 .into_iter()
                 .map(|(name, spec)| match spec {
