@@ -76,9 +76,7 @@ impl Service {
         let dtype = match &request.field {
             None => array_dtype.clone(),
             Some(name) => {
-                let field = array_dtype
-                    .field(name)
-                    .ok_or_else(|| no_field(&array_dtype, name))?;
+                let field = array_dtype.select_field(name)?;
                 shape.extend(field.shape.iter().map(|&d| d as u64));
                 field.dtype.clone()
             }
@@ -131,25 +129,6 @@ impl Service {
             content,
         })
     }
-}
-
-fn no_field(dtype: &DataType, name: &str) -> ServiceError {
-    ServiceError::invalid(
-        "bad_field",
-        match dtype {
-            DataType::Structured(f) => format!(
-                "no field '{name}'; fields are {}",
-                f.iter()
-                    .map(|f| f.name.as_str())
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ),
-            _ => format!(
-                "field '{name}' was asked for but the array's dtype {} has no fields",
-                dtype.name()
-            ),
-        },
-    )
 }
 
 fn convert(dtype: &DataType, field: Option<&str>, data: ArrayBytes) -> Result<ArrayBytes> {

@@ -586,6 +586,25 @@ impl DataType {
             _ => None,
         }
     }
+
+    /// Field `name`, or an error naming the fields there are.
+    pub fn select_field(&self, name: &str) -> Result<&Field, ZarrError> {
+        self.field(name).ok_or_else(|| {
+            ZarrError::NoField(match self {
+                DataType::Structured(f) => format!(
+                    "no field '{name}'; fields are {}",
+                    f.iter()
+                        .map(|f| f.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                _ => format!(
+                    "field '{name}' was asked for but the dtype {} has no fields",
+                    self.name()
+                ),
+            })
+        })
+    }
 }
 
 fn py_escape(s: &str) -> std::string::String {

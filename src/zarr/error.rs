@@ -35,6 +35,9 @@ pub enum ZarrError {
     /// A fill value does not fit the data type.
     #[error("fill value {0}")]
     FillValue(String),
+    /// A field of a structured type that is not there.
+    #[error("{0}")]
+    NoField(String),
     /// A selection does not fit the array.
     #[error("selection: {0}")]
     Selection(String),
@@ -103,6 +106,7 @@ impl ZarrError {
             ZarrError::DataType(m) => ZarrError::DataType(m.clone()),
             ZarrError::FillValue(m) => ZarrError::FillValue(m.clone()),
             ZarrError::Selection(m) => ZarrError::Selection(m.clone()),
+            ZarrError::NoField(m) => ZarrError::NoField(m.clone()),
             ZarrError::Data(m) => ZarrError::Data(m.clone()),
             ZarrError::Internal(m) => ZarrError::Internal(m.clone()),
             ZarrError::NotAllowed(m) => ZarrError::NotAllowed(m.clone()),

@@ -296,22 +296,7 @@ pub struct FieldView {
 
 /// Take field `name` out of structured records.
 pub fn extract_field(data: &ArrayBytes, dtype: &DataType, name: &str) -> Result<FieldView> {
-    let field = dtype.field(name).ok_or_else(|| {
-        let names: Vec<String> = match dtype {
-            DataType::Structured(f) => f.iter().map(|f| f.name.clone()).collect(),
-            _ => vec![],
-        };
-        if names.is_empty() {
-            ZarrError::Selection(format!(
-                "field '{name}' was asked for but the array is not structured"
-            ))
-        } else {
-            ZarrError::Selection(format!(
-                "no field '{name}'; fields are {}",
-                names.join(", ")
-            ))
-        }
-    })?;
+    let field = dtype.select_field(name)?;
     let record = dtype.size().unwrap_or(0);
     let ArrayBytes::Fixed(bytes) = data else {
         return Err(ZarrError::Selection(
