@@ -10,14 +10,14 @@ use super::extract::ApiPath;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 
 use super::error::{ApiError, ApiResult};
 use super::range::{self, ByteRange};
 use super::{AppState, NoCompression};
-use crate::service::cache::STORED_MAX;
+use crate::service::{Got, ValueBody};
 use crate::store::chrono_like::Timestamp;
-use crate::store::{GetRequest, KeyMeta, StoreError, StoreKey, StoreRange};
+use crate::store::{KeyMeta, StoreKey, StoreRange};
 use crate::zarr::metadata::DOCUMENT_NAMES;
 
 fn content_type(key: &StoreKey) -> &'static str {
@@ -138,14 +138,6 @@ fn unsatisfiable(size: u64) -> Response {
     response
 }
 
-/// Map a store error on a raw key to a response (304, 412, 404 as HTTP wants).
-fn store_error(e: StoreError, key: &StoreKey) -> ApiError {
-    match e {
-        StoreError::NotFound { .. } => ApiError::not_found(format!("no value at key '{key}'")),
-        other => other.into(),
-    }
-}
-
 /// Whether an `If-Range` validator still matches, so the range applies.
 fn if_range_matches(headers: &HeaderMap, meta: &KeyMeta) -> bool {
     let Some(value) = headers.get(header::IF_RANGE).and_then(|v| v.to_str().ok()) else {
@@ -226,49 +218,22 @@ pub async fn get_key(
         _ => None,
     };
     let ranged = range.is_some();
-    // Whole small values come from the cache when it holds them.
-    if !ranged {
-        let cached = state.service.cache().stored(&state.store, &key).await;
-        if let Some((bytes, meta)) = cached.map_err(|e| store_error(e, &key))? {
-            if let Some(answer) = preconditions(&key, &headers, &meta) {
-                return answer;
-            }
-            return Ok(finish(&key, &meta, 0..meta.size, false, Body::from(bytes)));
-        }
-    }
-    let generation = state.service.cache().read_generation(&key);
-    let got = match state.store.get_with(&key, GetRequest { range }).await {
-        Ok(got) => got,
-        Err(StoreError::RangeNotSatisfiable { size, .. }) => return Ok(unsatisfiable(size)),
-        Err(e) => return Err(store_error(e, &key)),
+    let value = match state.service.get_value(&key, range).await? {
+        Got::Value(v) => v,
+        Got::Unsatisfiable { size } => return Ok(unsatisfiable(size)),
+        Got::Missing => return Err(missing(&key)),
     };
-    let (meta, span) = (got.meta, got.range);
     // Preconditions are checked against the metadata of the read itself
-    // (before the range, as RFC 9110 orders them); the body stream is
+    // (before the range, as RFC 9110 orders them); a streamed body is
     // dropped unread when they fail.
-    if let Some(answer) = preconditions(&key, &headers, &meta) {
+    if let Some(answer) = preconditions(&key, &headers, &value.meta) {
         return answer;
     }
-    if ranged && span.is_empty() {
-        return Ok(unsatisfiable(meta.size));
-    }
-    if !ranged && meta.size <= STORED_MAX {
-        // Small enough to hold: read it whole and keep it for the next GET.
-        let bytes: Vec<Bytes> = got
-            .body
-            .try_collect()
-            .await
-            .map_err(|e| store_error(e, &key))?;
-        let bytes = Bytes::from(bytes.concat());
-        state
-            .service
-            .cache()
-            .keep_stored(&key, generation, bytes.clone(), meta.clone())
-            .await;
-        return Ok(finish(&key, &meta, span, false, Body::from(bytes)));
-    }
-    let body = Body::from_stream(got.body.map(|r| r.map_err(std::io::Error::other)));
-    Ok(finish(&key, &meta, span, ranged, body))
+    let body = match value.body {
+        ValueBody::Bytes(bytes) => Body::from(bytes),
+        ValueBody::Stream(s) => Body::from_stream(s.map(|r| r.map_err(std::io::Error::other))),
+    };
+    Ok(finish(&key, &value.meta, value.span, ranged, body))
 }
 
 /// The answer when `If-None-Match` / `If-Modified-Since` / `If-Match` decide

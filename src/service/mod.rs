@@ -8,6 +8,7 @@
 pub mod cache;
 mod error;
 mod read;
+mod value;
 mod write;
 
 use std::sync::Arc;
@@ -15,6 +16,7 @@ use std::sync::Arc;
 pub use cache::{Node, ZarrCache};
 pub use error::{ErrorKind, Result, ServiceError};
 pub use read::{Content, Data, ReadRequest, Residence};
+pub use value::{Got, Value, ValueBody};
 pub use write::{Incoming, NodeCreate, Written};
 
 use crate::config::Recheck;

@@ -1,0 +1,87 @@
+//! Stored values as clients read them through `/zarr/`: whole or a range,
+//! small whole values from the cache (revalidated as configured) and kept
+//! there after a read. What the protocol adds (validators, ranges as
+//! headers, multipart) is the HTTP layer's.
+
+use std::ops::Range;
+
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use futures::TryStreamExt;
+
+use super::cache::STORED_MAX;
+use super::{Result, Service};
+use crate::store::{GetRequest, KeyMeta, StoreError, StoreKey, StoreRange};
+
+/// A value, or the part of it asked for.
+pub struct Value {
+    pub meta: KeyMeta,
+    /// The bytes of the value the body holds.
+    pub span: Range<u64>,
+    pub body: ValueBody,
+}
+
+pub enum ValueBody {
+    /// Held in memory: from the cache, or small enough to be kept there.
+    Bytes(Bytes),
+    /// Read from the store as it is sent.
+    Stream(BoxStream<'static, Result<Bytes, StoreError>>),
+}
+
+/// What a read of a value found.
+pub enum Got {
+    Value(Value),
+    /// The range starts past the end of a value of `size` bytes.
+    Unsatisfiable {
+        size: u64,
+    },
+    Missing,
+}
+
+impl Service {
+    /// `range` of the value at `key`, or all of it.
+    pub async fn get_value(&self, key: &StoreKey, range: Option<StoreRange>) -> Result<Got> {
+        let whole = range.is_none();
+        if whole {
+            if let Some((bytes, meta)) = self.cache.stored(&self.store, key).await? {
+                return Ok(Got::Value(Value {
+                    span: 0..meta.size,
+                    meta,
+                    body: ValueBody::Bytes(bytes),
+                }));
+            }
+        }
+        // A value read before a write invalidated the key is kept under the
+        // generation its read began at, where no later lookup finds it.
+        let generation = self.cache.read_generation(key);
+        let got = match self.store.get_with(key, GetRequest { range }).await {
+            Ok(got) => got,
+            Err(StoreError::RangeNotSatisfiable { size, .. }) => {
+                return Ok(Got::Unsatisfiable { size })
+            }
+            Err(StoreError::NotFound { .. }) => return Ok(Got::Missing),
+            Err(e) => return Err(e.into()),
+        };
+        let (meta, span) = (got.meta, got.range);
+        if !whole && span.is_empty() {
+            return Ok(Got::Unsatisfiable { size: meta.size });
+        }
+        if whole && meta.size <= STORED_MAX {
+            let parts: Vec<Bytes> = got.body.try_collect().await?;
+            let bytes = Bytes::from(parts.concat());
+            self.cache
+                .keep_stored(key, generation, bytes.clone(), meta.clone())
+                .await;
+            return Ok(Got::Value(Value {
+                meta,
+                span,
+                body: ValueBody::Bytes(bytes),
+            }));
+        }
+        Ok(Got::Value(Value {
+            meta,
+            span,
+            body: ValueBody::Stream(got.body),
+        }))
+    }
+}
