@@ -7,14 +7,7 @@ async fn conformance(store: Store) {
     assert!(store.get(&k("a/b")).await.unwrap().is_none());
     assert!(store.head(&k("a/b")).await.unwrap().is_none());
 
-    store
-        .put(&k("a/b"), Bytes::from_static(b"0123456789"))
-        .await
-        .unwrap();
-    store
-        .put(&k("a/c/d"), Bytes::from_static(b"x"))
-        .await
-        .unwrap();
+    let store = filled(store).await;
     // The server's own folder exists (lock files are made beside the
     // store), but no operation through the store reaches it.
     store
