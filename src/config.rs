@@ -172,6 +172,9 @@ pub struct ServeArgs {
     #[arg(long, env = "ZARRD_BODY_TIMEOUT")]
     #[serde(deserialize_with = "file::parsed")]
     pub body_timeout: Option<f64>,
+    /// Most pixels one image (format=png) may have [default: 16777216]
+    #[arg(long, env = "ZARRD_MAX_IMAGE_PIXELS")]
+    pub max_image_pixels: Option<u64>,
     /// `[cors]` in the file (origins also from --cors-origins).
     #[arg(skip)]
     pub cors: Cors,
@@ -241,6 +244,7 @@ impl ServeArgs {
             shutdown_timeout: self.shutdown_timeout.or(file.shutdown_timeout),
             header_timeout: self.header_timeout.or(file.header_timeout),
             body_timeout: self.body_timeout.or(file.body_timeout),
+            max_image_pixels: self.max_image_pixels.or(file.max_image_pixels),
             cors: file.cors,
             mounts: file.mounts,
             tokens: file.tokens,
@@ -357,6 +361,8 @@ pub struct Config {
     pub header_timeout: Duration,
     /// Longest pause within a request body.
     pub body_timeout: Duration,
+    /// Most pixels one image may have (413 beyond).
+    pub max_image_pixels: u64,
     pub cors: Cors,
     /// Stores mounted under top-level names: (name, URL, read-only).
     pub mounts: Vec<(String, String, bool)>,
@@ -384,6 +390,7 @@ impl Default for Config {
             shutdown_timeout: Duration::from_secs(30),
             header_timeout: Duration::from_secs(30),
             body_timeout: Duration::from_secs(30),
+            max_image_pixels: 1 << 24,
             cors: Cors::default(),
             mounts: Vec::new(),
         }
@@ -439,6 +446,7 @@ impl Config {
             )?,
             header_timeout: seconds("header_timeout", o.header_timeout, d.header_timeout, false)?,
             body_timeout: seconds("body_timeout", o.body_timeout, d.body_timeout, false)?,
+            max_image_pixels: o.max_image_pixels.unwrap_or(d.max_image_pixels),
             cors: Cors {
                 origins: o.cors_origins.unwrap_or(o.cors.origins),
                 ..o.cors

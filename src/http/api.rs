@@ -208,6 +208,11 @@ pub struct DataParams {
     points: Option<PointsParam>,
     field: Option<String>,
     format: Option<String>,
+    /// Images: colormap, value range and scale.
+    cmap: Option<String>,
+    vmin: Option<f64>,
+    vmax: Option<f64>,
+    scale: Option<String>,
 }
 
 /// Points as a JSON string (query) or a list (body).
@@ -294,6 +299,13 @@ async fn data(
         headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()),
     )
     .map_err(|e| ApiError::bad_request("bad_format", e))?;
+    let render = super::output::Render {
+        cmap: params.cmap.clone(),
+        vmin: params.vmin,
+        vmax: params.vmax,
+        scale: params.scale.clone(),
+        max_pixels: state.config.max_image_pixels,
+    };
     let request = ReadRequest {
         selection: selection(&params)?,
         field: params.field,
@@ -303,7 +315,7 @@ async fn data(
         .service
         .read(&key, request, format.residence())
         .await?;
-    format.encode(data)
+    format.encode(data, &render)
 }
 
 /// `GET /api/v1/stats`: cache counters.

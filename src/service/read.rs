@@ -45,6 +45,8 @@ pub struct Data {
     /// The limit the answer is held to, for checks only the format can make
     /// (padding variable-length elements to one width).
     pub limit: u64,
+    /// The fill value as one element of `dtype` (`None` for a field).
+    pub fill: Option<Vec<u8>>,
     pub content: Content,
 }
 
@@ -86,7 +88,7 @@ impl Service {
                 super::ErrorKind::NotAcceptable,
                 "not_acceptable",
                 format!(
-                    "raw output needs a fixed-size dtype, not {}; use format=json or format=npy",
+                    "this format needs a fixed-size dtype, not {}; use format=json or format=npy",
                     dtype.name()
                 ),
             ));
@@ -110,6 +112,7 @@ impl Service {
             )));
         }
         let field = request.field;
+        let fill = field.is_none().then(|| array.chunk_repr().fill.0.clone());
         let content = match (residence, elem) {
             (_, None) => Content::Whole(ArrayBytes::Variable(
                 read_variable(&array, &resolved, field.as_deref(), limit).await?,
@@ -126,6 +129,7 @@ impl Service {
             dtype,
             shape,
             limit,
+            fill,
             content,
         })
     }

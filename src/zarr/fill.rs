@@ -253,6 +253,30 @@ fn float_json(x: f64, bits_le: &[u8]) -> Value {
     }
 }
 
+/// One element of a numeric type as a number (`None` for other types),
+/// for rendering values as colours.
+pub fn element_as_f64(dtype: &DataType, b: &[u8]) -> Option<f64> {
+    use DataType::*;
+    let int = |n: usize| -> i64 {
+        let mut buf = [0u8; 8];
+        buf[..n].copy_from_slice(&b[..n]);
+        let shift = 64 - 8 * n as u32;
+        (i64::from_le_bytes(buf) << shift) >> shift
+    };
+    let uint = |n: usize| -> u64 {
+        let mut buf = [0u8; 8];
+        buf[..n].copy_from_slice(&b[..n]);
+        u64::from_le_bytes(buf)
+    };
+    Some(match dtype {
+        Bool => b[0] as f64,
+        Int8 | Int16 | Int32 | Int64 => int(dtype.size()?) as f64,
+        UInt8 | UInt16 | UInt32 | UInt64 => uint(dtype.size()?) as f64,
+        Float16 | BFloat16 | Float32 | Float64 => read_float(dtype, b),
+        _ => return None,
+    })
+}
+
 fn read_float(dtype: &DataType, b: &[u8]) -> f64 {
     match dtype {
         DataType::Float16 => f16::from_le_bytes([b[0], b[1]]).to_f64(),

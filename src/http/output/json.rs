@@ -24,7 +24,7 @@ impl Output for Json {
         // Text of numbers is several times their bytes.
         Residence::InMemory { expansion: 4 }
     }
-    fn encode(&self, data: Data) -> ApiResult<Response> {
+    fn encode(&self, data: Data, _: &super::Render) -> ApiResult<Response> {
         let Content::Whole(values) = &data.content else {
             return Err(ApiError::new(
                 axum::http::StatusCode::INTERNAL_SERVER_ERROR,

@@ -4,6 +4,7 @@
 
 mod json;
 mod npy;
+mod png;
 mod raw;
 
 use axum::body::Body;
@@ -33,11 +34,22 @@ pub trait Output: Send + Sync {
         false
     }
     /// The response carrying `data`.
-    fn encode(&self, data: Data) -> ApiResult<Response>;
+    fn encode(&self, data: Data, render: &Render) -> ApiResult<Response>;
+}
+
+/// How formats that draw (images) turn values into colours: the request's
+/// `cmap`, `vmin`, `vmax` and `scale`, and the server's pixel limit.
+#[derive(Debug, Clone, Default)]
+pub struct Render {
+    pub cmap: Option<String>,
+    pub vmin: Option<f64>,
+    pub vmax: Option<f64>,
+    pub scale: Option<String>,
+    pub max_pixels: u64,
 }
 
 /// Every format; the first is the default.
-pub const FORMATS: &[&dyn Output] = &[&npy::Npy, &json::Json, &raw::Raw];
+pub const FORMATS: &[&dyn Output] = &[&npy::Npy, &json::Json, &raw::Raw, &png::Png];
 
 /// The format `format=` names (which wins), or the first whose content type
 /// `Accept` lists; `.npy` when neither says.

@@ -19,7 +19,7 @@ impl Output for Npy {
     fn content_type(&self) -> &'static str {
         "application/x-npy"
     }
-    fn encode(&self, data: Data) -> ApiResult<Response> {
+    fn encode(&self, data: Data, _: &super::Render) -> ApiResult<Response> {
         let header = crate::npy::header(&data.dtype.npy_descr(), &data.shape);
         match data.content {
             Content::Slabs { bytes, first, rest } => {

@@ -21,7 +21,7 @@ impl Output for Raw {
     fn fixed_size_only(&self) -> bool {
         true
     }
-    fn encode(&self, data: Data) -> ApiResult<Response> {
+    fn encode(&self, data: Data, _: &super::Render) -> ApiResult<Response> {
         match data.content {
             Content::Slabs { bytes, first, rest } => {
                 let body = slab_body(Vec::new(), first, rest);

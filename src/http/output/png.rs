@@ -1,0 +1,226 @@
+//! PNG: a 2-D selection drawn through a colormap, or a 3-D one whose last
+//! dimension holds 3 or 4 `uint8` channels drawn as RGB(A). NaN, the fill
+//! value and (on a log scale) values that are not positive are transparent.
+//! Without `vmin`/`vmax` the range is the 2nd to 98th percentile of the
+//! values drawn, so one outlier does not wash out the picture.
+
+use axum::body::Body;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::Response;
+
+use super::{Output, Render};
+use crate::http::error::{ApiError, ApiResult};
+use crate::http::NoCompression;
+use crate::service::{Content, Data, Residence};
+use crate::zarr::fill::element_as_f64;
+use crate::zarr::{ArrayBytes, DataType};
+
+pub struct Png;
+
+/// The colormaps `cmap=` names; the first is the default.
+const COLORMAPS: &[(&str, colorous::Gradient)] = &[
+    ("viridis", colorous::VIRIDIS),
+    ("magma", colorous::MAGMA),
+    ("inferno", colorous::INFERNO),
+    ("plasma", colorous::PLASMA),
+    ("cividis", colorous::CIVIDIS),
+    ("gray", colorous::GREYS),
+    ("rdbu", colorous::RED_BLUE),
+];
+
+fn unprocessable(code: &'static str, message: String) -> ApiError {
+    ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, code, message)
+}
+
+impl Output for Png {
+    fn name(&self) -> &'static str {
+        "png"
+    }
+    fn content_type(&self) -> &'static str {
+        "image/png"
+    }
+    fn residence(&self) -> Residence {
+        // Percentiles need every value; the pixels are smaller than the data.
+        Residence::InMemory { expansion: 1 }
+    }
+    fn fixed_size_only(&self) -> bool {
+        true
+    }
+    fn encode(&self, data: Data, render: &Render) -> ApiResult<Response> {
+        let Content::Whole(ArrayBytes::Fixed(bytes)) = &data.content else {
+            return Err(ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "PNG output was handed streamed data",
+            ));
+        };
+        let shape: Vec<usize> = data.shape.iter().map(|&d| d as usize).collect();
+        let rgb = matches!(shape.as_slice(), [_, _, 3 | 4]) && data.dtype == DataType::UInt8;
+        let (height, width) = match shape.as_slice() {
+            [h, w] => (*h, *w),
+            [h, w, _] if rgb => (*h, *w),
+            other => {
+                return Err(ApiError::bad_request(
+                    "not_an_image",
+                    format!(
+                        "an image needs a 2-D selection (or 3-D ending in 3 or 4 uint8 channels); this one has shape {other:?}: select one index along the other dimensions"
+                    ),
+                ))
+            }
+        };
+        let pixels = (height as u64).saturating_mul(width as u64);
+        if pixels == 0 {
+            return Err(ApiError::bad_request(
+                "not_an_image",
+                format!("the selection {shape:?} is empty: an image needs at least one pixel"),
+            ));
+        }
+        if pixels > render.max_pixels {
+            return Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too_large",
+                format!(
+                    "the image would have {pixels} pixels, over the limit of {}; select a smaller region or a stride (::N)",
+                    render.max_pixels
+                ),
+            ));
+        }
+        let rgba = if rgb {
+            channels(bytes, shape[2])
+        } else {
+            colored(bytes, &data, render)?
+        };
+        let png = encode(width as u32, height as u32, &rgba)?;
+        let mut response = Response::new(Body::from(png));
+        response
+            .headers_mut()
+            .insert(header::CONTENT_TYPE, HeaderValue::from_static("image/png"));
+        response.extensions_mut().insert(NoCompression);
+        Ok(response)
+    }
+}
+
+/// uint8 RGB or RGBA as RGBA.
+fn channels(bytes: &[u8], n: usize) -> Vec<u8> {
+    bytes
+        .chunks_exact(n)
+        .flat_map(|p| [p[0], p[1], p[2], if n == 4 { p[3] } else { 255 }])
+        .collect()
+}
+
+/// Values through the colormap as RGBA; what cannot be drawn is transparent.
+fn colored(bytes: &[u8], data: &Data, render: &Render) -> ApiResult<Vec<u8>> {
+    let size = data.dtype.size().unwrap_or(1).max(1);
+    let log = match render.scale.as_deref() {
+        None | Some("linear") => false,
+        Some("log") => true,
+        Some(other) => {
+            return Err(ApiError::bad_request(
+                "bad_scale",
+                format!("scale '{other}' is not linear or log"),
+            ))
+        }
+    };
+    let name = render.cmap.as_deref().unwrap_or(COLORMAPS[0].0);
+    let gradient = COLORMAPS
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, g)| *g)
+        .ok_or_else(|| {
+            let names: Vec<&str> = COLORMAPS.iter().map(|(n, _)| *n).collect();
+            ApiError::bad_request(
+                "bad_cmap",
+                format!("cmap '{name}' is not one of {}", names.join(", ")),
+            )
+        })?;
+    // Black at the low end for gray, as image viewers draw it.
+    let flip = name == "gray";
+    if element_as_f64(&data.dtype, &vec![0; size]).is_none() {
+        return Err(unprocessable(
+            "not_drawable",
+            format!(
+                "{} values cannot be drawn as colours (numbers, or 3-4 uint8 channels, can)",
+                data.dtype.name()
+            ),
+        ));
+    }
+    let fill = data.fill.as_deref();
+    let values: Vec<Option<f64>> = bytes
+        .chunks_exact(size)
+        .map(|b| {
+            if fill == Some(b) {
+                return None;
+            }
+            let v = element_as_f64(&data.dtype, b)?;
+            let v = if log { v.log10() } else { v };
+            v.is_finite().then_some(v)
+        })
+        .collect();
+    let transform = |v: f64| if log { v.log10() } else { v };
+    let (lo, hi) = match (render.vmin.map(transform), render.vmax.map(transform)) {
+        (Some(lo), Some(hi)) => (lo, hi),
+        (lo, hi) => {
+            let (p2, p98) = percentiles(&values);
+            (lo.unwrap_or(p2), hi.unwrap_or(p98))
+        }
+    };
+    if !(lo.is_finite() && hi.is_finite()) {
+        return Err(ApiError::bad_request(
+            "bad_range",
+            "vmin and vmax must be finite (and positive on a log scale)",
+        ));
+    }
+    let span = if hi > lo { hi - lo } else { 1.0 };
+    Ok(values
+        .iter()
+        .flat_map(|v| match v {
+            None => [0, 0, 0, 0],
+            Some(v) => {
+                let t = ((v - lo) / span).clamp(0.0, 1.0);
+                let c = gradient.eval_continuous(if flip { 1.0 - t } else { t });
+                [c.r, c.g, c.b, 255]
+            }
+        })
+        .collect())
+}
+
+/// The 2nd and 98th percentiles of the finite values (0 and 1 when none).
+fn percentiles(values: &[Option<f64>]) -> (f64, f64) {
+    let mut finite: Vec<f64> = values.iter().flatten().copied().collect();
+    if finite.is_empty() {
+        return (0.0, 1.0);
+    }
+    finite.sort_by(f64::total_cmp);
+    let at = |q: f64| finite[((finite.len() - 1) as f64 * q).round() as usize];
+    (at(0.02), at(0.98))
+}
+
+fn encode(width: u32, height: u32, rgba: &[u8]) -> ApiResult<Vec<u8>> {
+    let failed = |e: png::EncodingError| {
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            format!("PNG encoding failed: {e}"),
+        )
+    };
+    let mut out = Vec::new();
+    let mut encoder = png::Encoder::new(&mut out, width, height);
+    encoder.set_color(png::ColorType::Rgba);
+    encoder.set_depth(png::BitDepth::Eight);
+    let mut writer = encoder.write_header().map_err(failed)?;
+    writer.write_image_data(rgba).map_err(failed)?;
+    writer.finish().map_err(failed)?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_ignore_what_is_not_drawn() {
+        let values: Vec<Option<f64>> = (0..=100).map(|i| Some(i as f64)).chain([None]).collect();
+        assert_eq!(percentiles(&values), (2.0, 98.0));
+        assert_eq!(percentiles(&[None]), (0.0, 1.0));
+    }
+}

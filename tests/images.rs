@@ -1,0 +1,232 @@
+//! `format=png`: selections drawn through a colormap (or as RGB), the
+//! colormap's ends at vmin/vmax, clipping, transparency, and every refusal.
+
+mod common;
+
+use axum::body::Body;
+use axum::http::{Method, StatusCode};
+use common::call;
+use serde_json::{json, Value};
+use zarrd::config::{Config, Recheck};
+use zarrd::http::{router, AppState};
+use zarrd::store::{node_path, Store};
+use zarrd::zarr::{ArrayBytes, ArraySpec, DataType, Hierarchy, Selection};
+
+async fn app(max_image_pixels: u64) -> axum::Router {
+    let store = Store::memory();
+    let h = Hierarchy::new(store.clone());
+    let mut spec = ArraySpec::new(3, vec![3, 4, 5], DataType::Float32);
+    spec.chunks = Some(vec![1, 4, 5]);
+    spec.fill_value = json!("NaN");
+    let a = h
+        .create_array(&node_path("f").unwrap(), &spec, false)
+        .await
+        .unwrap();
+    // Step t holds t*100 + 0..20, with one NaN at (1, 2) of step 0.
+    let mut values: Vec<f32> = (0..60).map(|i| ((i / 20) * 100 + i % 20) as f32).collect();
+    values[7] = f32::NAN;
+    let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    a.write(
+        &Selection::all().resolve(&[3, 4, 5]).unwrap(),
+        ArrayBytes::Fixed(bytes),
+    )
+    .await
+    .unwrap();
+    let mut rgb = ArraySpec::new(3, vec![2, 2, 3], DataType::UInt8);
+    rgb.chunks = Some(vec![2, 2, 3]);
+    let r = h
+        .create_array(&node_path("rgb").unwrap(), &rgb, false)
+        .await
+        .unwrap();
+    r.write(
+        &Selection::all().resolve(&[2, 2, 3]).unwrap(),
+        ArrayBytes::Fixed((0..12).map(|i| i * 20).collect()),
+    )
+    .await
+    .unwrap();
+    let mut c = ArraySpec::new(3, vec![2, 2], DataType::Complex64);
+    c.chunks = Some(vec![2, 2]);
+    h.create_array(&node_path("complex").unwrap(), &c, false)
+        .await
+        .unwrap();
+    let mut s = ArraySpec::new(3, vec![2, 2], DataType::String);
+    s.chunks = Some(vec![2, 2]);
+    h.create_array(&node_path("text").unwrap(), &s, false)
+        .await
+        .unwrap();
+    router(AppState::new(
+        store,
+        Config {
+            recheck_cached: Recheck::Never,
+            max_image_pixels,
+            ..Config::default()
+        },
+    ))
+}
+
+/// (width, height, RGBA pixels) of a PNG.
+fn decode(png: &[u8]) -> (u32, u32, Vec<[u8; 4]>) {
+    let decoder = png::Decoder::new(std::io::Cursor::new(png));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    assert_eq!(info.color_type, png::ColorType::Rgba);
+    let pixels = buf[..info.buffer_size()]
+        .chunks_exact(4)
+        .map(|p| [p[0], p[1], p[2], p[3]])
+        .collect();
+    (info.width, info.height, pixels)
+}
+
+fn rgba(c: colorous::Color) -> [u8; 4] {
+    [c.r, c.g, c.b, 255]
+}
+
+async fn image(app: &axum::Router, query: &str) -> (u32, u32, Vec<[u8; 4]>) {
+    let (s, h, b) = call(
+        app,
+        Method::GET,
+        &format!("/api/v1/data/f?{query}"),
+        &[("origin", "https://page.example")],
+        Body::empty(),
+    )
+    .await;
+    assert_eq!(
+        s,
+        StatusCode::OK,
+        "{query}: {}",
+        String::from_utf8_lossy(&b)
+    );
+    assert_eq!(h["content-type"], "image/png");
+    assert!(
+        h.contains_key("access-control-allow-origin"),
+        "usable as <img src> from any page"
+    );
+    assert!(
+        !h.contains_key("content-encoding"),
+        "images are not compressed again"
+    );
+    decode(&b)
+}
+
+#[tokio::test]
+async fn a_2d_selection_is_drawn_through_the_colormap() {
+    let app = app(1 << 20).await;
+    let (w, h, px) = image(&app, "select=0,:,:&format=png&vmin=0&vmax=19").await;
+    assert_eq!((w, h), (5, 4));
+    assert_eq!(
+        px[0],
+        rgba(colorous::VIRIDIS.eval_continuous(0.0)),
+        "vmin is the colormap's start"
+    );
+    assert_eq!(
+        px[19],
+        rgba(colorous::VIRIDIS.eval_continuous(1.0)),
+        "vmax is its end"
+    );
+    assert_eq!(px[10], rgba(colorous::VIRIDIS.eval_continuous(10.0 / 19.0)));
+    assert_eq!(px[7][3], 0, "NaN is transparent");
+    // Clipping: values outside the range take the end colours.
+    let (_, _, px) = image(&app, "select=0,:,:&format=png&vmin=5&vmax=10").await;
+    assert_eq!(px[0], rgba(colorous::VIRIDIS.eval_continuous(0.0)));
+    assert_eq!(px[19], rgba(colorous::VIRIDIS.eval_continuous(1.0)));
+    // Other colormaps; gray runs from black.
+    let (_, _, px) = image(&app, "select=0,:,:&format=png&vmin=0&vmax=19&cmap=gray").await;
+    assert_eq!(px[0], [0, 0, 0, 255]);
+    let (_, _, px) = image(&app, "select=0,:,:&format=png&vmin=0&vmax=19&cmap=magma").await;
+    assert_eq!(px[19], rgba(colorous::MAGMA.eval_continuous(1.0)));
+    // Without a range: the 2nd to 98th percentile of what is drawn.
+    let (_, _, px) = image(&app, "select=2,:,:&format=png").await;
+    assert_eq!(px[0], rgba(colorous::VIRIDIS.eval_continuous(0.0)));
+    assert_eq!(px[19], rgba(colorous::VIRIDIS.eval_continuous(1.0)));
+    // Log scale: zero cannot be drawn.
+    let (_, _, px) = image(&app, "select=0,:,:&format=png&scale=log&vmin=1&vmax=19").await;
+    assert_eq!(px[0][3], 0);
+    assert_eq!(px[1], rgba(colorous::VIRIDIS.eval_continuous(0.0)));
+    // Strided selections draw at lower resolution.
+    let (w, h, _) = image(&app, "select=1,::2,::2&format=png").await;
+    assert_eq!((w, h), (3, 2));
+}
+
+#[tokio::test]
+async fn three_uint8_channels_are_rgb() {
+    let app = app(1 << 20).await;
+    let (s, _, b) = call(
+        &app,
+        Method::GET,
+        "/api/v1/data/rgb?format=png",
+        &[],
+        Body::empty(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    let (w, h, px) = decode(&b);
+    assert_eq!((w, h), (2, 2));
+    assert_eq!(px[0], [0, 20, 40, 255]);
+    assert_eq!(px[3], [180, 200, 220, 255]);
+}
+
+#[tokio::test]
+async fn what_cannot_be_drawn_is_refused_clearly() {
+    let app = app(10).await;
+    for (uri, status, code) in [
+        (
+            "/api/v1/data/f?format=png",
+            StatusCode::BAD_REQUEST,
+            "not_an_image",
+        ),
+        (
+            "/api/v1/data/f?select=0,0,:&format=png",
+            StatusCode::BAD_REQUEST,
+            "not_an_image",
+        ),
+        (
+            "/api/v1/data/f?select=0,0:0,:&format=png",
+            StatusCode::BAD_REQUEST,
+            "not_an_image",
+        ),
+        (
+            "/api/v1/data/f?select=0,:,:&format=png",
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+        ),
+        (
+            "/api/v1/data/f?select=0,0:2,0:2&format=png&cmap=rainbow",
+            StatusCode::BAD_REQUEST,
+            "bad_cmap",
+        ),
+        (
+            "/api/v1/data/f?select=0,0:2,0:2&format=png&scale=cubic",
+            StatusCode::BAD_REQUEST,
+            "bad_scale",
+        ),
+        (
+            "/api/v1/data/f?select=0,0:2,0:2&format=png&vmin=-1&vmax=5&scale=log",
+            StatusCode::BAD_REQUEST,
+            "bad_range",
+        ),
+        (
+            "/api/v1/data/f?select=0,0:2,0:2&format=png&vmin=x",
+            StatusCode::BAD_REQUEST,
+            "bad_query",
+        ),
+        (
+            "/api/v1/data/complex?format=png",
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "not_drawable",
+        ),
+        (
+            "/api/v1/data/text?format=png",
+            StatusCode::NOT_ACCEPTABLE,
+            "not_acceptable",
+        ),
+    ] {
+        let (s, _, b) = call(&app, Method::GET, uri, &[], Body::empty()).await;
+        let doc: Value = serde_json::from_slice(&b).unwrap_or(Value::Null);
+        assert_eq!(
+            (s, doc["error"]["code"].as_str().unwrap_or("")),
+            (status, code),
+            "{uri}: {doc}"
+        );
+    }
+}
