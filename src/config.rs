@@ -146,7 +146,9 @@ pub struct ServeArgs {
     #[arg(long, env = "ZARRD_TOKENS_FILE")]
     pub tokens_file: Option<PathBuf>,
     /// Accept reads without a token even when tokens are configured
-    #[arg(long, env = "ZARRD_ALLOW_ANONYMOUS_READS", num_args = 0..=1, default_missing_value = "true")]
+    // A value only as `--allow-anonymous-reads=false`, so a bare flag never
+    // takes the ROOT that follows it.
+    #[arg(long, env = "ZARRD_ALLOW_ANONYMOUS_READS", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub allow_anonymous_reads: Option<bool>,
     /// Requests served at once before new ones get 503 [default: 1024]
     #[arg(long, env = "ZARRD_MAX_CONCURRENCY")]
@@ -485,6 +487,21 @@ mod tests {
             Recheck::After(Duration::from_millis(2500))
         );
         assert!("-1".parse::<Recheck>().is_err());
+    }
+
+    #[test]
+    fn a_bare_flag_does_not_take_the_root() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            serve: ServeArgs,
+        }
+        let cli = Cli::try_parse_from(["zarrd", "--allow-anonymous-reads", "/data"]).unwrap();
+        assert_eq!(cli.serve.allow_anonymous_reads, Some(true));
+        assert_eq!(cli.serve.root.as_deref(), Some("/data"));
+        let cli = Cli::try_parse_from(["zarrd", "--allow-anonymous-reads=false"]).unwrap();
+        assert_eq!(cli.serve.allow_anonymous_reads, Some(false));
     }
 
     #[test]

@@ -33,6 +33,39 @@ fn error_code(body: &[u8]) -> String {
         .to_string()
 }
 
+/// A server on a new directory holding `path`, an int32 array of 4
+/// elements (2 chunks) all `value`.
+async fn local_with_array(path: &str, value: i32) -> (tempfile::TempDir, axum::Router) {
+    let root = tempfile::tempdir().unwrap();
+    let app = router(AppState::new(
+        Store::local(root.path()).unwrap(),
+        writable(),
+    ));
+    let spec =
+        json!({"node_type": "array", "shape": [4], "chunks": [2], "dtype": "int32"}).to_string();
+    let (s, _, _) = call(
+        &app,
+        Method::PUT,
+        &format!("/api/v1/meta/{path}"),
+        &[],
+        spec,
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED);
+    let data = json!({"data": value}).to_string();
+    let json = [("content-type", "application/json")];
+    let (s, _, _) = call(
+        &app,
+        Method::PUT,
+        &format!("/api/v1/data/{path}"),
+        &json,
+        data,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    (root, app)
+}
+
 /// A directory store with a link to a folder outside it, plus that folder.
 struct Linked {
     _root: tempfile::TempDir,
@@ -176,23 +209,8 @@ async fn symlinks_out_of_the_root_are_refused_for_every_operation() {
 
 #[tokio::test]
 async fn links_to_the_root_do_not_reach_the_lock_folder_or_other_nodes() {
-    let root = tempfile::tempdir().unwrap();
-    let app = router(AppState::new(
-        Store::local(root.path()).unwrap(),
-        writable(),
-    ));
     // A write makes the lock folder; a node to protect; links an operator might leave.
-    let spec =
-        json!({"node_type": "array", "shape": [4], "chunks": [2], "dtype": "int32"}).to_string();
-    call(&app, Method::PUT, "/api/v1/meta/b/arr", &[], spec).await;
-    call(
-        &app,
-        Method::PUT,
-        "/api/v1/data/b/arr",
-        &[("content-type", "application/json")],
-        json!({"data": 5}).to_string(),
-    )
-    .await;
+    let (root, app) = local_with_array("b/arr", 5).await;
     std::fs::create_dir(root.path().join("x")).unwrap();
     std::os::unix::fs::symlink("..", root.path().join("x/up")).unwrap();
     std::os::unix::fs::symlink("../b", root.path().join("x/sub")).unwrap();
@@ -277,6 +295,23 @@ async fn metadata_that_would_cost_without_bound_is_refused() {
     let patch = format!("{{\"attributes\": {big}}}");
     let (s, _, _) = call(&app, Method::PATCH, "/api/v1/meta/g", &[], patch).await;
     assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
+    // Patches each under the bound do not add up past it.
+    let chunk = "x".repeat(1_500_000);
+    let mut last = StatusCode::OK;
+    for i in 0..4 {
+        let patch = json!({"attributes": {format!("a{i}"): chunk}}).to_string();
+        last = call(&app, Method::PATCH, "/api/v1/meta/g", &[], patch)
+            .await
+            .0;
+        if last != StatusCode::OK {
+            break;
+        }
+    }
+    assert_eq!(
+        last,
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "attributes grew past the bound"
+    );
     // Parameters of POST /api/v1/data are parameters, not a bulk upload.
     let points: Vec<[u64; 1]> = vec![[0]; 8 << 20];
     let body = json!({"points": points}).to_string();
@@ -940,22 +975,7 @@ async fn explicit_null_compressor_means_none() {
 
 #[tokio::test]
 async fn deleted_nodes_do_not_come_back_as_implicit_groups() {
-    let root = tempfile::tempdir().unwrap();
-    let app = router(AppState::new(
-        Store::local(root.path()).unwrap(),
-        writable(),
-    ));
-    let spec =
-        json!({"node_type": "array", "shape": [4], "chunks": [2], "dtype": "int32"}).to_string();
-    call(&app, Method::PUT, "/api/v1/meta/g/a", &[], spec).await;
-    call(
-        &app,
-        Method::PUT,
-        "/api/v1/data/g/a",
-        &[("content-type", "application/json")],
-        json!({"data": 3}).to_string(),
-    )
-    .await;
+    let (root, app) = local_with_array("g/a", 3).await;
     let (s, _, _) = call(&app, Method::DELETE, "/api/v1/meta/g/a", &[], Body::empty()).await;
     assert_eq!(s, StatusCode::NO_CONTENT);
     let (s, _, _) = call(&app, Method::GET, "/api/v1/meta/g/a", &[], Body::empty()).await;

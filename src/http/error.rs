@@ -108,7 +108,9 @@ pub async fn request_id_in_errors(
     let (mut parts, body) = response.into_parts();
     // Error bodies are a few hundred bytes; anything larger is not ours to edit.
     let Ok(bytes) = axum::body::to_bytes(body, 64 << 10).await else {
-        return (parts.status, "").into_response();
+        // Not an error body of ours; what was read of it is gone, the headers stay.
+        parts.headers.remove(header::CONTENT_LENGTH);
+        return Response::from_parts(parts, axum::body::Body::empty());
     };
     let mut doc: serde_json::Value = match serde_json::from_slice(&bytes) {
         Ok(doc) => doc,

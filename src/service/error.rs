@@ -122,6 +122,7 @@ impl From<ZarrError> for ServiceError {
             ZarrError::Codec { .. } => (CorruptData, "codec_error"),
             ZarrError::Internal(_) => (Internal, "internal"),
             ZarrError::NotAllowed(_) => (Forbidden, "forbidden"),
+            ZarrError::TooLarge(_) => (TooLarge, "too_large"),
         };
         ServiceError::new(kind, code, e.to_string())
     }

@@ -7,15 +7,10 @@ use serde_json::{Map, Value};
 
 use super::{Result, Service, ServiceError};
 use crate::store::{Replacement, StoreError, StoreKey, Versioned};
-use crate::zarr::metadata::{v1, v2, v3, DOCUMENT_NAMES};
+use crate::zarr::metadata::{
+    v1, v2, v3, DOCUMENT_NAMES, MAX_CONSOLIDATED_BYTES, MAX_DOCUMENT_BYTES,
+};
 use crate::zarr::{Array, ArrayBytes, ArrayMetadata, ArraySpec, NodeMetadata, Resolved, ZarrError};
-
-/// The largest metadata document (attributes included) a client may store:
-/// every reader of the node parses it, at many times its size in memory.
-pub const MAX_DOCUMENT_BYTES: usize = 4 << 20;
-
-/// The largest consolidated metadata document (`.zmetadata`).
-pub const MAX_CONSOLIDATED_BYTES: usize = 64 << 20;
 
 /// Chunks one broadcast write may touch: a scalar body is a few bytes, so
 /// the work is bounded here rather than by the body size limit.
@@ -72,16 +67,6 @@ impl Service {
     /// Create a group or an array at `path`, replacing what is there (and
     /// everything below it) when `overwrite`.
     pub async fn create(&self, path: &StoreKey, node: NodeCreate, overwrite: bool) -> Result<()> {
-        let attributes = match &node {
-            NodeCreate::Group { attributes, .. } => attributes,
-            NodeCreate::Array(spec) => &spec.attributes,
-        };
-        let size = Value::Object(attributes.clone()).to_string().len();
-        if size > MAX_DOCUMENT_BYTES {
-            return Err(ServiceError::too_large(format!(
-                "attributes of {size} bytes; at most {MAX_DOCUMENT_BYTES}"
-            )));
-        }
         let h = &self.hierarchy;
         let result = match node {
             NodeCreate::Group {
@@ -116,14 +101,6 @@ impl Service {
         shape: Option<Vec<u64>>,
         may_delete: bool,
     ) -> Result<()> {
-        if let Some(attrs) = attributes {
-            let size = attrs.to_string().len();
-            if size > MAX_DOCUMENT_BYTES {
-                return Err(ServiceError::too_large(format!(
-                    "attributes of {size} bytes; at most {MAX_DOCUMENT_BYTES}"
-                )));
-            }
-        }
         let outcome = async {
             if let Some(attrs) = attributes {
                 self.hierarchy.patch_attributes(path, attrs).await?;

@@ -26,14 +26,7 @@ impl Store {
             return Ok(got.map(|(bytes, meta)| Versioned { bytes, meta }));
         }
         match store.inner.get(&store.path(&key)).await {
-            Ok(result) => {
-                let meta = key_meta(&result.meta);
-                let bytes = result
-                    .bytes()
-                    .await
-                    .map_err(|e| StoreError::from_backend(&key, e))?;
-                Ok(Some(Versioned { bytes, meta }))
-            }
+            Ok(result) => read_whole(result, &key).await.map(Some),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
             Err(e) => Err(StoreError::from_backend(&key, e)),
         }
@@ -62,14 +55,9 @@ impl Store {
             ..Default::default()
         };
         match store.inner.get_opts(&store.path(&key), options).await {
-            Ok(result) => {
-                let meta = key_meta(&result.meta);
-                let bytes = result
-                    .bytes()
-                    .await
-                    .map_err(|e| StoreError::from_backend(&key, e))?;
-                Ok(Some((bytes, meta)))
-            }
+            Ok(result) => read_whole(result, &key)
+                .await
+                .map(|v| Some((v.bytes, v.meta))),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
             Err(object_store::Error::NotSupported { .. }) => {
                 // Azure has no suffix ranges: the size first, then a bounded
@@ -276,4 +264,17 @@ impl Store {
             Err(e) => Err(StoreError::from_backend(&key, e)),
         }
     }
+}
+
+/// The bytes of a read the backend answered, with their version.
+async fn read_whole(
+    result: object_store::GetResult,
+    key: &StoreKey,
+) -> Result<Versioned, StoreError> {
+    let meta = key_meta(&result.meta);
+    let bytes = result
+        .bytes()
+        .await
+        .map_err(|e| StoreError::from_backend(key, e))?;
+    Ok(Versioned { bytes, meta })
 }

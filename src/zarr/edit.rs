@@ -11,7 +11,7 @@ use super::array::metadata_key;
 use super::buffer::ArrayBytes;
 use super::error::{Result, ZarrError};
 use super::hierarchy::Hierarchy;
-use super::metadata::{parse_json, v2, v3, ArrayMetadata, NodeMetadata};
+use super::metadata::{document_bytes, parse_json, v2, v3, ArrayMetadata, NodeMetadata};
 use super::selection::{Indices, Resolved, ResolvedDim};
 use crate::store::{Replacement, StoreKey, Versioned};
 
@@ -53,9 +53,9 @@ impl Hierarchy {
                 let doc = current
                     .map(|v| parse_json(key.as_str(), &v.bytes))
                     .transpose();
-                let next = doc.and_then(&edit).and_then(|doc| {
-                    serde_json::to_vec_pretty(&doc).map_err(|e| ZarrError::Internal(e.to_string()))
-                });
+                let next = doc
+                    .and_then(&edit)
+                    .and_then(|doc| document_bytes(key.as_str(), &doc));
                 std::future::ready(next.map(|bytes| Replacement {
                     bytes,
                     removable: false,

@@ -44,6 +44,9 @@ pub enum ZarrError {
     /// Data given for a write does not fit the selection or the data type.
     #[error("data: {0}")]
     Data(String),
+    /// What was asked would be larger than zarrd writes or holds.
+    #[error("{0}")]
+    TooLarge(String),
     /// The operation is possible but was not allowed to the caller.
     #[error("{0}")]
     NotAllowed(String),
@@ -110,6 +113,7 @@ impl ZarrError {
             ZarrError::Data(m) => ZarrError::Data(m.clone()),
             ZarrError::Internal(m) => ZarrError::Internal(m.clone()),
             ZarrError::NotAllowed(m) => ZarrError::NotAllowed(m.clone()),
+            ZarrError::TooLarge(m) => ZarrError::TooLarge(m.clone()),
         }
     }
 

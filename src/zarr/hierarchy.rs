@@ -13,8 +13,8 @@ use super::dtype::{DataType, Endian};
 use super::error::{Result, ZarrError};
 use super::fill::parse_fill;
 use super::metadata::{
-    parse_json, v1, v2, v3, ArrayMetadata, CodecSpec, GroupMetadata, NodeMetadata, Order,
-    NODE_DOCUMENTS,
+    document_bytes, parse_json, v1, v2, v3, ArrayMetadata, CodecSpec, GroupMetadata, NodeMetadata,
+    Order, NODE_DOCUMENTS,
 };
 use crate::store::{Store, StoreKey};
 
@@ -327,8 +327,7 @@ impl Hierarchy {
     }
 
     pub(crate) async fn put_json(&self, key: StoreKey, doc: &Value) -> Result<()> {
-        let bytes =
-            serde_json::to_vec_pretty(doc).map_err(|e| ZarrError::Internal(e.to_string()))?;
+        let bytes = document_bytes(key.as_str(), doc)?;
         self.store.put(&key, bytes.into()).await?;
         Ok(())
     }

@@ -19,6 +19,25 @@ pub fn element_count(shape: &[u64]) -> Option<u64> {
 }
 
 /// Names of the keys that hold metadata documents, in any Zarr version.
+/// The largest metadata document (attributes included) written through
+/// zarrd: every reader of the node parses it, at many times its size.
+pub const MAX_DOCUMENT_BYTES: usize = 4 << 20;
+
+/// The largest consolidated metadata document (`.zmetadata`).
+pub const MAX_CONSOLIDATED_BYTES: usize = 64 << 20;
+
+/// A document as stored: pretty JSON, refused past [`MAX_DOCUMENT_BYTES`].
+pub fn document_bytes(key: &str, doc: &Value) -> Result<Vec<u8>> {
+    let bytes = serde_json::to_vec_pretty(doc).map_err(|e| ZarrError::Internal(e.to_string()))?;
+    if bytes.len() > MAX_DOCUMENT_BYTES {
+        return Err(ZarrError::TooLarge(format!(
+            "metadata document '{key}' would be {} bytes; at most {MAX_DOCUMENT_BYTES}",
+            bytes.len()
+        )));
+    }
+    Ok(bytes)
+}
+
 /// Documents whose presence makes a node: deleting one removes it.
 pub const NODE_DOCUMENTS: [&str; 4] = ["zarr.json", ".zarray", ".zgroup", "meta"];
 
