@@ -128,22 +128,36 @@ pub fn copy_mapped(
     maps: &[DimMap],
     elem: usize,
 ) {
+    for_each_run(src_shape, dst_shape, maps, |s, d, n| {
+        match (src, &mut *dst) {
+            (ArrayBytes::Fixed(a), ArrayBytes::Fixed(b)) => {
+                b[d * elem..(d + n) * elem].copy_from_slice(&a[s * elem..(s + n) * elem]);
+            }
+            (ArrayBytes::Variable(a), ArrayBytes::Variable(b)) => {
+                b[d..d + n].clone_from_slice(&a[s..s + n]);
+            }
+            _ => {}
+        }
+    });
+}
+
+/// Call `run(src, dst, len)` for every run of elements `maps` select, in
+/// element offsets of the C-order source and destination. Runs that are
+/// consecutive on both sides come as one call; the destination offsets of
+/// different calls never overlap.
+pub fn for_each_run(
+    src_shape: &[usize],
+    dst_shape: &[usize],
+    maps: &[DimMap],
+    mut run: impl FnMut(usize, usize, usize),
+) {
     debug_assert_eq!(maps.len(), src_shape.len());
     debug_assert_eq!(maps.len(), dst_shape.len());
     if maps.iter().any(DimMap::is_empty) {
         return;
     }
-    let copy = |dst: &mut ArrayBytes, s: usize, d: usize, n: usize| match (src, dst) {
-        (ArrayBytes::Fixed(a), ArrayBytes::Fixed(b)) => {
-            b[d * elem..(d + n) * elem].copy_from_slice(&a[s * elem..(s + n) * elem]);
-        }
-        (ArrayBytes::Variable(a), ArrayBytes::Variable(b)) => {
-            b[d..d + n].clone_from_slice(&a[s..s + n]);
-        }
-        _ => {}
-    };
     if maps.is_empty() {
-        copy(dst, 0, 0, 1);
+        run(0, 0, 1);
         return;
     }
     let ndim = maps.len();
@@ -160,7 +174,7 @@ pub fn copy_mapped(
             d_base += outer[dim].dst[i] * ds[dim];
         }
         for &(s, d, n) in &inner {
-            copy(dst, s_base + s, d_base + d, n);
+            run(s_base + s, d_base + d, n);
         }
         // Advance the odometer over the outer dimensions.
         let mut dim = outer.len();

@@ -4,46 +4,18 @@
 //! and copy the selected elements into the result.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
 
+use super::output::Output;
 use super::{run_blocking, Array, CHUNK_CONCURRENCY};
 use crate::store::{KeyMeta, StoreKey};
-use crate::zarr::buffer::{copy_mapped, ArrayBytes};
+use crate::zarr::buffer::ArrayBytes;
 use crate::zarr::codec::ShardIndex;
 use crate::zarr::dtype::DataType;
 use crate::zarr::error::{Result, ZarrError};
 use crate::zarr::selection::{ChunkPart, Resolved};
-
-/// Copy one decoded chunk's part of a selection into the output.
-fn scatter_part(
-    chunk: &ArrayBytes,
-    chunk_shape: &[usize],
-    part: &ChunkPart,
-    out: &mut ArrayBytes,
-    out_shape: &[usize],
-    elem: usize,
-) {
-    match part {
-        ChunkPart::Block(maps) => copy_mapped(chunk, chunk_shape, out, out_shape, maps, elem),
-        ChunkPart::Points(points) => {
-            let strides = c_strides(chunk_shape);
-            for (out_pos, local) in points {
-                let src: usize = local.iter().zip(&strides).map(|(i, s)| i * s).sum();
-                match (chunk, &mut *out) {
-                    (ArrayBytes::Fixed(c), ArrayBytes::Fixed(o)) => o
-                        [out_pos * elem..(out_pos + 1) * elem]
-                        .copy_from_slice(&c[src * elem..(src + 1) * elem]),
-                    (ArrayBytes::Variable(c), ArrayBytes::Variable(o)) => {
-                        o[*out_pos] = c[src].clone()
-                    }
-                    _ => {}
-                }
-            }
-        }
-    }
-}
 
 pub(crate) fn c_strides(shape: &[usize]) -> Vec<usize> {
     let mut s = vec![1; shape.len()];
@@ -53,25 +25,16 @@ pub(crate) fn c_strides(shape: &[usize]) -> Vec<usize> {
     s
 }
 
-/// A shared output buffer that decoding tasks copy into.
-type Output = Arc<Mutex<ArrayBytes>>;
-
-fn lock(out: &Output) -> std::sync::MutexGuard<'_, ArrayBytes> {
-    // A poisoned lock only means another copy panicked; the buffer is still valid memory.
-    out.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 impl Array {
     /// Read a resolved selection. The result has the selection's block shape
     /// (dropped dimensions kept as length 1) in C order.
     pub async fn read(&self, selection: &Resolved) -> Result<ArrayBytes> {
         let n = selection.block_shape().iter().product::<usize>();
         let fill = &self.chunk_repr.fill.0;
-        let out: Output = Arc::new(Mutex::new(ArrayBytes::filled(
-            fill,
-            n,
-            self.meta.dtype.is_variable(),
-        )));
+        let out = Output::new(
+            ArrayBytes::filled(fill, n, self.meta.dtype.is_variable()),
+            self.elem_size(),
+        );
         if n > 0 {
             if self.chain.sharding().is_some() {
                 self.read_sharded(selection, &out).await?;
@@ -79,9 +42,8 @@ impl Array {
                 self.read_chunked(selection, &out).await?;
             }
         }
-        let out =
-            Arc::try_unwrap(out).map_err(|_| ZarrError::Internal("output still shared".into()))?;
-        Ok(out.into_inner().unwrap_or_else(|p| p.into_inner()))
+        out.into_inner()
+            .ok_or_else(|| ZarrError::Internal("output still shared".into()))
     }
 
     /// Read and decode one chunk (`None` when it is not stored).
@@ -90,25 +52,26 @@ impl Array {
         self.source.chunk(self, &key).await
     }
 
-    /// Copy a decoded chunk's part into the output on the blocking pool.
+    /// Copy a decoded chunk's part into the output: small parts right here
+    /// (a trip to the blocking pool costs more than copying them), large
+    /// ones on the blocking pool, where parts of different chunks are
+    /// copied in parallel.
     async fn scatter(
         &self,
         chunk: Arc<ArrayBytes>,
         chunk_shape: Vec<usize>,
         part: ChunkPart,
-        out: &Output,
+        out: &Arc<Output>,
         out_shape: &[usize],
     ) -> Result<()> {
-        let (out, out_shape, elem) = (out.clone(), out_shape.to_vec(), self.elem_size());
-        run_blocking(move || {
-            let mut out = lock(&out);
-            scatter_part(&chunk, &chunk_shape, &part, &mut out, &out_shape, elem);
-            Ok(())
-        })
-        .await
+        if part_bytes(&part, self.elem_size()) <= INLINE_COPY_BYTES {
+            return out.scatter(&chunk, &chunk_shape, &part, out_shape);
+        }
+        let (out, out_shape) = (out.clone(), out_shape.to_vec());
+        run_blocking(move || out.scatter(&chunk, &chunk_shape, &part, &out_shape)).await
     }
 
-    async fn read_chunked(&self, selection: &Resolved, out: &Output) -> Result<()> {
+    async fn read_chunked(&self, selection: &Resolved, out: &Arc<Output>) -> Result<()> {
         let out_shape = selection.block_shape();
         let parts = selection.chunks(&self.meta.chunk_shape);
         futures::stream::iter(parts)
@@ -191,7 +154,7 @@ impl Array {
             .map_err(|e| e.for_chunk(key.as_str()))
     }
 
-    async fn read_sharded(&self, selection: &Resolved, out: &Output) -> Result<()> {
+    async fn read_sharded(&self, selection: &Resolved, out: &Arc<Output>) -> Result<()> {
         let Some(sharding) = self.chain.sharding() else {
             return Ok(());
         };
@@ -231,7 +194,7 @@ impl Array {
         &self,
         shard: &[u64],
         parts: Vec<(usize, ChunkPart)>,
-        out: &Output,
+        out: &Arc<Output>,
         out_shape: &[usize],
     ) -> Result<()> {
         let key = self.chunk_key(shard)?;
@@ -253,7 +216,7 @@ impl Array {
         &self,
         key: &StoreKey,
         parts: &[(usize, ChunkPart)],
-        out: &Output,
+        out: &Arc<Output>,
         out_shape: &[usize],
     ) -> Result<()> {
         let Some(index) = self.source.shard_index(self, key).await? else {
@@ -280,6 +243,19 @@ impl Array {
         .await?;
         Ok(())
     }
+}
+
+/// Parts up to this size are copied on the async thread: a 256 KiB copy
+/// takes ~20 µs, about what handing it to the blocking pool and back costs.
+const INLINE_COPY_BYTES: usize = 256 << 10;
+
+/// Bytes a chunk's part puts into the output (elements for variable-length data).
+fn part_bytes(part: &ChunkPart, elem: usize) -> usize {
+    let elements = match part {
+        ChunkPart::Block(maps) => maps.iter().map(|m| m.len()).product(),
+        ChunkPart::Points(points) => points.len(),
+    };
+    elements * elem.max(1)
 }
 
 /// How often a shard read starts over when writers keep replacing the shard.
