@@ -44,6 +44,12 @@ pub struct Service {
 impl Service {
     pub fn new(store: Store, cache_size: u64, recheck: Recheck, limits: Limits) -> Self {
         let cache = ZarrCache::new(cache_size, recheck);
+        // Open files are trusted exactly as long as cached values are.
+        match recheck {
+            Recheck::Always => {}
+            Recheck::After(ttl) => store.keep_files_open(Some(ttl)),
+            Recheck::Never => store.keep_files_open(None),
+        }
         let hierarchy =
             Hierarchy::new(store.clone()).with_source(Arc::new(cache::CachedSource(cache.clone())));
         Service {

@@ -62,6 +62,8 @@ pub struct ConfinedDir {
     root: PathBuf,
     /// The root, open, for opening files beneath it without following links.
     root_dir: File,
+    /// Files kept open for reads; every write here forgets what it replaces.
+    pub(super) open_files: super::open_files::OpenFiles,
 }
 
 impl std::fmt::Display for ConfinedDir {
@@ -88,6 +90,7 @@ impl ConfinedDir {
             inner,
             root,
             root_dir,
+            open_files: Default::default(),
         })
     }
 
@@ -164,6 +167,11 @@ impl ConfinedDir {
             Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::EXDEV)) => Err(escape()),
             Err(e) => Err(generic(e)),
         }
+    }
+
+    /// The file at `location` was (or is being) written or deleted.
+    fn forget(&self, location: &Path) {
+        self.open_files.forget(location.as_ref());
     }
 
     async fn check(self: &Arc<Self>, location: &Path) -> object_store::Result<()> {
@@ -296,7 +304,9 @@ impl ObjectStore for Confined {
             return Err(generic(NameTooLong));
         }
         self.0.check(location).await?;
-        self.0.inner.put_opts(location, payload, opts).await
+        let put = self.0.inner.put_opts(location, payload, opts).await;
+        self.0.forget(location);
+        put
     }
 
     async fn put_multipart_opts(
@@ -305,6 +315,10 @@ impl ObjectStore for Confined {
         opts: PutMultipartOptions,
     ) -> object_store::Result<Box<dyn MultipartUpload>> {
         self.0.check(location).await?;
+        // Forgotten when the upload starts; an open file of the old value
+        // read until it completes is kept no longer than the cache's
+        // time-to-live. The server itself never writes in parts.
+        self.0.forget(location);
         self.0.inner.put_multipart_opts(location, opts).await
     }
 
@@ -341,7 +355,16 @@ impl ObjectStore for Confined {
                 }
             })
             .boxed();
-        self.0.inner.delete_stream(checked)
+        let dir = self.0.clone();
+        self.0
+            .inner
+            .delete_stream(checked)
+            .inspect(move |deleted| {
+                if let Ok(location) = deleted {
+                    dir.forget(location);
+                }
+            })
+            .boxed()
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
@@ -413,7 +436,9 @@ impl ObjectStore for Confined {
     ) -> object_store::Result<()> {
         self.0.check(from).await?;
         self.0.check(to).await?;
-        self.0.inner.copy_opts(from, to, options).await
+        let copied = self.0.inner.copy_opts(from, to, options).await;
+        self.0.forget(to);
+        copied
     }
 
     async fn rename_opts(
@@ -424,7 +449,10 @@ impl ObjectStore for Confined {
     ) -> object_store::Result<()> {
         self.0.check(from).await?;
         self.0.check(to).await?;
-        self.0.inner.rename_opts(from, to, options).await
+        let renamed = self.0.inner.rename_opts(from, to, options).await;
+        self.0.forget(from);
+        self.0.forget(to);
+        renamed
     }
 }
 

@@ -191,6 +191,10 @@ impl Store {
                     // object_store streams local files in 8 KiB reads; serve
                     // them in 1 MiB reads instead, each off the async threads.
                     object_store::GetResultPayload::File(file, _) => {
+                        let file = std::sync::Arc::new(local::OpenFile {
+                            file,
+                            meta: meta.clone(),
+                        });
                         local::file_stream(file, range.clone(), owned)
                     }
                     object_store::GetResultPayload::Stream(stream) => stream

@@ -3,7 +3,9 @@
 //! trip and reads it in more (8 KiB at a time when streamed); on a busy
 //! server each trip is a thread wake-up and two context switches, which cost
 //! more than reading a small key. Here a read opens, stats and reads its
-//! first block in one trip, and streams the rest 1 MiB at a time.
+//! first block in one trip, and streams the rest 1 MiB at a time; with files
+//! kept open ([`super::open_files`]), blocks the page cache holds are read
+//! without any trip.
 //!
 //! Metadata (ETag, size, modification time) is computed exactly as
 //! `LocalFileSystem` computes it, so versions seen here and through
@@ -11,8 +13,9 @@
 //! holds the two to each other.
 
 use std::fs::{File, Metadata};
-use std::io::{ErrorKind, Read, Seek, SeekFrom};
+use std::io::ErrorKind;
 use std::ops::Range;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -25,6 +28,8 @@ use object_store::GetRange;
 
 use super::chrono_like::Timestamp;
 use super::confined::ConfinedDir;
+use super::open_files::read_cached;
+pub(super) use super::open_files::OpenFile;
 use super::{path_of, GetResponse, KeyMeta, StoreError, StoreKey, StoreRange, Version};
 
 /// How much one trip to the blocking pool reads.
@@ -47,120 +52,136 @@ impl LocalReads {
             .map_err(|e| StoreError::from_backend(key, e))
     }
 
+    /// Keep files open between reads for `ttl` (see [`super::open_files`]).
+    pub(super) fn keep_files_open(&self, ttl: Option<std::time::Duration>) {
+        self.dir.open_files.enable(ttl);
+    }
+
+    /// The file at `path`, open: kept open from an earlier read, or opened
+    /// now on the blocking pool (and kept when files are kept open).
+    /// `None` when it does not exist or is a directory.
+    async fn open(&self, key: &StoreKey) -> Result<Option<Arc<OpenFile>>, StoreError> {
+        // The location is the key itself (see `path_of`).
+        if let Some(open) = self.dir.open_files.get(key.as_str()) {
+            return Ok(Some(open));
+        }
+        let path = self.path(key)?;
+        let (dir, owned) = (self.dir.clone(), key.clone());
+        blocking(key, move || {
+            let ticket = dir.open_files.ticket();
+            let Some(opened) = open_file(&dir, &owned, &path)? else {
+                return Ok(None);
+            };
+            let opened = Arc::new(opened);
+            dir.open_files
+                .remember(owned.as_str().to_string(), opened.clone(), ticket);
+            Ok(Some(opened))
+        })
+        .await
+    }
+
     /// Ranges of the version of the value whose ETag is `e_tag`, read
-    /// through one open file in one trip: a rename that replaces the file
-    /// meanwhile does not change what this handle reads.
+    /// through one open file: a rename that replaces the file meanwhile
+    /// does not change what this handle reads.
     pub(super) async fn get_ranges_at(
         &self,
         key: &StoreKey,
         ranges: &[Range<u64>],
         e_tag: &str,
     ) -> Result<Vec<Bytes>, StoreError> {
-        let path = self.path(key)?;
-        let (dir, owned, ranges) = (self.dir.clone(), key.clone(), ranges.to_vec());
-        let wanted = e_tag.trim_matches('"').to_string();
-        blocking(key, move || {
-            let io = |e| io_error(&owned, e);
-            let file = match dir.open_read(&path) {
-                Ok(Some(f)) => f,
-                // Gone since the version was seen: that version is gone.
-                Ok(None) => {
-                    return Err(StoreError::Precondition {
-                        key: owned.to_string(),
-                    })
-                }
-                Err(e) => return Err(StoreError::from_backend(&owned, e)),
-            };
-            let meta = key_meta(&file.metadata().map_err(io)?);
-            if meta.version.e_tag.as_deref().map(|t| t.trim_matches('"')) != Some(wanted.as_str()) {
-                return Err(StoreError::Precondition {
-                    key: owned.to_string(),
+        let wanted = e_tag.trim_matches('"');
+        let gone = || StoreError::Precondition {
+            key: key.to_string(),
+        };
+        let mut opened = self.open(key).await?.ok_or_else(gone)?;
+        if etag_of(&opened.meta) != Some(wanted) {
+            // A file kept open may be older than the version asked for.
+            self.dir.open_files.forget_stale(key.as_str(), &opened);
+            opened = self.open(key).await?.ok_or_else(gone)?;
+            if etag_of(&opened.meta) != Some(wanted) {
+                return Err(gone());
+            }
+        }
+        let size = opened.meta.size;
+        for r in ranges {
+            if r.end > size || r.start > r.end {
+                return Err(StoreError::RangeNotSatisfiable {
+                    key: key.to_string(),
+                    start: r.start,
+                    end: r.end,
+                    size,
                 });
             }
+        }
+        let total: u64 = ranges.iter().map(|r| r.end - r.start).sum();
+        if total <= BLOCK {
+            let inline: Option<Vec<Bytes>> = ranges
+                .iter()
+                .map(|r| {
+                    read_cached(&opened.file, r.start, (r.end - r.start) as usize).map(Bytes::from)
+                })
+                .collect();
+            if let Some(read) = inline {
+                return Ok(read);
+            }
+        }
+        let (owned, ranges) = (key.clone(), ranges.to_vec());
+        blocking(key, move || {
             ranges
                 .iter()
                 .map(|r| {
-                    if r.end > meta.size || r.start > r.end {
-                        return Err(StoreError::RangeNotSatisfiable {
-                            key: owned.to_string(),
-                            start: r.start,
-                            end: r.end,
-                            size: meta.size,
-                        });
-                    }
-                    read_at(&file, r.start, (r.end - r.start) as usize)
+                    read_at(&opened.file, r.start, (r.end - r.start) as usize)
                         .map(Bytes::from)
-                        .map_err(io)
+                        .map_err(|e| io_error(&owned, e))
                 })
                 .collect()
         })
         .await
     }
 
-    /// The value (or a range of it) as a stream whose first block was read
-    /// in the same trip that opened the file. `None` when the key is missing.
+    /// The value (or a range of it) as a stream of blocks. `None` when the
+    /// key is missing.
     pub(super) async fn get(
         &self,
         key: &StoreKey,
         range: Option<StoreRange>,
     ) -> Result<Option<GetResponse>, StoreError> {
-        let path = self.path(key)?;
-        let (dir, owned) = (self.dir.clone(), key.clone());
-        let opened = blocking(key, move || {
-            open_and_read(&dir, &owned, &path, range, BLOCK)
-        })
-        .await?;
-        let Some(Opened {
-            meta,
-            range,
-            first,
-            file,
-        }) = opened
-        else {
+        let Some(opened) = self.open(key).await? else {
             return Ok(None);
         };
-        let rest = (range.start + first.len() as u64)..range.end;
-        let head = futures::stream::once(async move { Ok(first) });
-        let body = match file {
-            Some(file) if !rest.is_empty() => {
-                head.chain(file_stream(file, rest, key.clone())).boxed()
-            }
-            _ => head.boxed(),
+        let meta = opened.meta.clone();
+        let range = match range {
+            None => 0..meta.size,
+            Some(r) => resolve(key, r, meta.size)?,
         };
+        let body = file_stream(opened, range.clone(), key.clone());
         Ok(Some(GetResponse { meta, range, body }))
     }
 
-    /// The whole value with its metadata, in one trip. `None` when missing.
+    /// The whole value with its metadata. `None` when missing.
     pub(super) async fn get_whole(
         &self,
         key: &StoreKey,
     ) -> Result<Option<(Bytes, KeyMeta)>, StoreError> {
-        let path = self.path(key)?;
-        let (dir, owned) = (self.dir.clone(), key.clone());
-        let opened = blocking(key, move || {
-            open_and_read(&dir, &owned, &path, None, u64::MAX)
-        })
-        .await?;
-        Ok(opened.map(|o| (o.first, o.meta)))
+        let Some(opened) = self.open(key).await? else {
+            return Ok(None);
+        };
+        let meta = opened.meta.clone();
+        let bytes = read_block(opened, 0, meta.size as usize, key).await?;
+        Ok(Some((bytes, meta)))
     }
 }
 
-struct Opened {
-    meta: KeyMeta,
-    range: Range<u64>,
-    first: Bytes,
-    /// Still open when more than the first block remains.
-    file: Option<File>,
+fn etag_of(meta: &KeyMeta) -> Option<&str> {
+    meta.version.e_tag.as_deref().map(|t| t.trim_matches('"'))
 }
 
-fn open_and_read(
+/// Open `path` and take its size and version. Blocking.
+fn open_file(
     dir: &ConfinedDir,
     key: &StoreKey,
     path: &std::path::Path,
-    range: Option<StoreRange>,
-    first_block: u64,
-) -> Result<Option<Opened>, StoreError> {
-    let io = |e| io_error(key, e);
+) -> Result<Option<OpenFile>, StoreError> {
     // A missing file, or a path through a file ("a/b" where "a" is a value), is `None`.
     let Some(file) = dir
         .open_read(path)
@@ -168,24 +189,34 @@ fn open_and_read(
     else {
         return Ok(None);
     };
-    let metadata = file.metadata().map_err(io)?;
+    let metadata = file.metadata().map_err(|e| io_error(key, e))?;
     if metadata.is_dir() {
         return Ok(None);
     }
     let meta = key_meta(&metadata);
-    let range = match range {
-        None => 0..meta.size,
-        Some(r) => resolve(key, r, meta.size)?,
-    };
-    let len = (range.end - range.start).min(first_block) as usize;
-    let buf = read_at(&file, range.start, len).map_err(io)?;
-    let more = range.start + (len as u64) < range.end;
-    Ok(Some(Opened {
-        meta,
-        range,
-        first: Bytes::from(buf),
-        file: more.then_some(file),
-    }))
+    Ok(Some(OpenFile { file, meta }))
+}
+
+/// `len` bytes at `offset`: in place when the page cache holds them and
+/// the block is small, else on the blocking pool.
+async fn read_block(
+    opened: Arc<OpenFile>,
+    offset: u64,
+    len: usize,
+    key: &StoreKey,
+) -> Result<Bytes, StoreError> {
+    if len as u64 <= BLOCK {
+        if let Some(buf) = read_cached(&opened.file, offset, len) {
+            return Ok(Bytes::from(buf));
+        }
+    }
+    let owned = key.clone();
+    blocking(key, move || {
+        read_at(&opened.file, offset, len)
+            .map(Bytes::from)
+            .map_err(|e| io_error(&owned, e))
+    })
+    .await
 }
 
 /// A requested range against the value's length, as object_store resolves it.
@@ -212,16 +243,33 @@ fn resolve(key: &StoreKey, range: StoreRange, size: u64) -> Result<Range<u64>, S
 
 /// Exactly `len` bytes at `offset`, read into a buffer that is not zeroed
 /// first (for a multi-megabyte chunk, zeroing costs as much as the read).
+/// Positioned reads only: an open file is shared by concurrent readers, so
+/// its seek offset belongs to none of them.
 fn read_at(file: &File, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
-    let mut file = file;
-    file.seek(SeekFrom::Start(offset))?;
-    let mut buf = Vec::with_capacity(len);
-    file.take(len as u64).read_to_end(&mut buf)?;
-    if buf.len() < len {
-        return Err(std::io::Error::new(
-            ErrorKind::UnexpectedEof,
-            format!("file ended {} bytes early", len - buf.len()),
-        ));
+    let mut buf: Vec<u8> = Vec::with_capacity(len);
+    while buf.len() < len {
+        let at = offset + buf.len() as u64;
+        let at = i64::try_from(at).map_err(std::io::Error::other)?;
+        let want = len - buf.len();
+        let spare = &mut buf.spare_capacity_mut()[..want];
+        // SAFETY: the kernel writes at most `spare.len()` bytes into spare capacity.
+        let n =
+            unsafe { libc::pread(file.as_raw_fd(), spare.as_mut_ptr().cast(), spare.len(), at) };
+        if n < 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() == ErrorKind::Interrupted {
+                continue;
+            }
+            return Err(e);
+        }
+        if n == 0 {
+            return Err(std::io::Error::new(
+                ErrorKind::UnexpectedEof,
+                format!("file ended {} bytes early", len - buf.len()),
+            ));
+        }
+        // SAFETY: `n` more bytes were written.
+        unsafe { buf.set_len(buf.len() + n as usize) };
     }
     Ok(buf)
 }
@@ -264,13 +312,13 @@ fn io_error(key: &StoreKey, e: std::io::Error) -> StoreError {
     }
 }
 
-/// Bytes of a local file in `range`, read 1 MiB at a time on the blocking pool.
+/// Bytes of an open file in `range`, 1 MiB at a time: from the page cache
+/// in place when it holds them, else on the blocking pool.
 pub(super) fn file_stream(
-    file: File,
+    file: Arc<OpenFile>,
     range: Range<u64>,
     key: StoreKey,
 ) -> BoxStream<'static, Result<Bytes, StoreError>> {
-    let file = Arc::new(file);
     futures::stream::try_unfold(range.start, move |at| {
         let (file, key, end) = (file.clone(), key.clone(), range.end);
         async move {
@@ -278,12 +326,8 @@ pub(super) fn file_stream(
                 return Ok(None);
             }
             let len = (end - at).min(BLOCK) as usize;
-            let reader = key.clone();
-            let buf = blocking(&key, move || {
-                read_at(&file, at, len).map_err(|e| io_error(&reader, e))
-            })
-            .await?;
-            Ok(Some((Bytes::from(buf), at + len as u64)))
+            let buf = read_block(file, at, len, &key).await?;
+            Ok(Some((buf, at + len as u64)))
         }
     })
     .boxed()

@@ -7,6 +7,7 @@ mod confined;
 mod get;
 mod key;
 mod local;
+mod open_files;
 mod read_only;
 pub mod update;
 mod zip;
@@ -343,6 +344,18 @@ impl Store {
         );
         store.local = Some(local::LocalReads::new(confined));
         Ok(store)
+    }
+
+    /// Keep the files of local directories (this store's and its mounts')
+    /// open between reads for `ttl`, `None` meaning until this server
+    /// changes them: what `--recheck-cached` allows for cached values.
+    pub fn keep_files_open(&self, ttl: Option<std::time::Duration>) {
+        if let Some(local) = &self.local {
+            local.keep_files_open(ttl);
+        }
+        for (_, mount) in self.mounts.iter() {
+            mount.keep_files_open(ttl);
+        }
     }
 
     /// Open a store from a directory path or a `file://` / `memory://` URL.

@@ -163,6 +163,100 @@ async fn local_store_conforms() {
 }
 
 #[tokio::test]
+async fn local_store_with_files_kept_open_conforms() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::local(dir.path()).unwrap();
+    store.keep_files_open(Some(std::time::Duration::from_secs(60)));
+    conformance(store.clone()).await;
+    no_lost_updates(store).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn readers_sharing_a_file_kept_open_each_get_their_own_ranges() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::local(dir.path()).unwrap();
+    store.keep_files_open(Some(std::time::Duration::from_secs(60)));
+    let key = StoreKey::new("shard").unwrap();
+    // Larger than one in-place read, so ranges also go to the blocking pool.
+    let value: Vec<u8> = (0..6_000_000u32).map(|i| (i % 251) as u8).collect();
+    store.put(&key, Bytes::from(value.clone())).await.unwrap();
+    let e_tag = store
+        .head(&key)
+        .await
+        .unwrap()
+        .unwrap()
+        .version
+        .e_tag
+        .unwrap();
+    let reads = (0..64u64).map(|i| {
+        let (store, key, e_tag) = (store.clone(), key.clone(), e_tag.clone());
+        tokio::spawn(async move {
+            let start = i * 70_001;
+            let ranges = [start..start + 1_500_000, start + 7..start + 9];
+            let got = store
+                .get_ranges_at(&key, &ranges, Some(&e_tag))
+                .await
+                .unwrap();
+            (ranges, got)
+        })
+    });
+    for read in futures::future::join_all(reads).await {
+        let (ranges, got) = read.unwrap();
+        for (r, bytes) in ranges.iter().zip(got) {
+            assert_eq!(bytes, &value[r.start as usize..r.end as usize]);
+        }
+    }
+}
+
+#[tokio::test]
+async fn files_kept_open_follow_writes_here_at_once_and_elsewhere_after_their_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::local(dir.path()).unwrap();
+    store.keep_files_open(Some(std::time::Duration::from_millis(300)));
+    let key = StoreKey::new("a/0.0").unwrap();
+    let read = |store: Store, key: StoreKey| async move { store.get(&key).await.unwrap() };
+    store.put(&key, Bytes::from_static(b"one")).await.unwrap();
+    assert_eq!(read(store.clone(), key.clone()).await.unwrap(), "one");
+    // Through the store: seen by the next read.
+    store.put(&key, Bytes::from_static(b"two")).await.unwrap();
+    assert_eq!(read(store.clone(), key.clone()).await.unwrap(), "two");
+    let e_tag = store
+        .head(&key)
+        .await
+        .unwrap()
+        .unwrap()
+        .version
+        .e_tag
+        .unwrap();
+    let pinned = store.get_range_at(&key, 0..3, Some(&e_tag)).await.unwrap();
+    assert_eq!(pinned, "two");
+    store.delete(&key).await.unwrap();
+    assert!(read(store.clone(), key.clone()).await.is_none());
+    store.put(&key, Bytes::from_static(b"six")).await.unwrap();
+    assert_eq!(read(store.clone(), key.clone()).await.unwrap(), "six");
+    // By another process (a rename over the file): seen once the time is up.
+    let file = dir.path().join("a").join("0.0");
+    let other = dir.path().join("a").join("upload");
+    std::fs::write(&other, b"ten").unwrap();
+    std::fs::rename(&other, &file).unwrap();
+    let fresh = store
+        .head(&key)
+        .await
+        .unwrap()
+        .unwrap()
+        .version
+        .e_tag
+        .unwrap();
+    // A read pinned to the new version does not get the old file.
+    assert_eq!(
+        store.get_range_at(&key, 0..3, Some(&fresh)).await.unwrap(),
+        "ten"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(400)).await;
+    assert_eq!(read(store.clone(), key.clone()).await.unwrap(), "ten");
+}
+
+#[tokio::test]
 async fn memory_store_compare_and_swap() {
     let store = Store::memory();
     let key = StoreKey::new("k").unwrap();
