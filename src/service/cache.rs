@@ -71,10 +71,7 @@ impl Entry {
     }
     fn weight(&self) -> u32 {
         let bytes = match &self.value {
-            Value::Chunk(c) => match c.as_ref() {
-                ArrayBytes::Fixed(b) => b.len(),
-                ArrayBytes::Variable(v) => v.iter().map(|e| e.len() + 24).sum(),
-            },
+            Value::Chunk(c) => c.footprint(),
             Value::Index(i) => i.len() * 16,
             Value::Stored(b, _) => b.len(),
             Value::Missing => 0,

@@ -2,6 +2,8 @@
 //! bounded before any work starts and, for fixed-size data, delivered slab
 //! by slab so memory stays bounded whatever the selection's size.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use futures::stream::BoxStream;
 use futures::StreamExt;
@@ -9,11 +11,14 @@ use futures::StreamExt;
 use super::{Result, Service, ServiceError};
 use crate::store::StoreKey;
 use crate::zarr::array::extract_field;
+use crate::zarr::array::source::Recent;
 use crate::zarr::selection::slab_split;
 use crate::zarr::{Array, ArrayBytes, DataType, Resolved, Selection};
 
 /// Bytes per slab of streamed output.
 const SLAB_BYTES: u64 = 16 << 20;
+/// Decoded chunks a stream keeps for its next slabs (see [`Recent`]).
+const RECENT_BYTES: u64 = 64 << 20;
 
 /// Elements of variable-length data read at a time.
 const VARIABLE_SLAB: u64 = 1 << 16;
@@ -181,6 +186,8 @@ async fn stream(
         (array.elem_size() as u64).max(1),
         SLAB_BYTES,
     );
+    let recent = Recent::new(array.source().clone(), RECENT_BYTES);
+    let array = array.clone().with_source(Arc::new(recent));
     let dtype = array.metadata().dtype.clone();
     let convert = move |data: ArrayBytes| -> Result<Bytes> {
         Ok(Bytes::from(

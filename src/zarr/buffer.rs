@@ -27,6 +27,14 @@ impl ArrayBytes {
         ArrayBytes::Fixed(out)
     }
 
+    /// Bytes held in memory (a variable-length element also costs its handle).
+    pub fn footprint(&self) -> usize {
+        match self {
+            ArrayBytes::Fixed(b) => b.len(),
+            ArrayBytes::Variable(v) => v.iter().map(|e| e.len() + 24).sum(),
+        }
+    }
+
     /// Number of elements, given the element size of fixed data.
     pub fn len(&self, elem: usize) -> usize {
         match self {

@@ -113,7 +113,14 @@ fn slab_body(
         Ok::<bytes::Bytes, std::io::Error>(bytes::Bytes::from(head)),
         Ok(first),
     ]);
-    Body::from_stream(head.chain(rest.map(|r| r.map_err(std::io::Error::other))))
+    // The status is sent by now: the client sees a short body, the operator
+    // sees why in the log.
+    Body::from_stream(head.chain(rest.map(|r| {
+        r.map_err(|e| {
+            tracing::warn!(error = %e, "a streamed response ended early");
+            std::io::Error::other(e)
+        })
+    })))
 }
 
 #[cfg(test)]

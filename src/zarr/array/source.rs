@@ -12,7 +12,7 @@ use super::{run_blocking, Array};
 use crate::store::StoreKey;
 use crate::zarr::buffer::ArrayBytes;
 use crate::zarr::codec::ShardIndex;
-use crate::zarr::error::Result;
+use crate::zarr::error::{Result, ZarrError};
 
 /// Supplies decoded chunks, shard indexes and inner chunks of shards.
 #[async_trait]
@@ -102,5 +102,94 @@ impl ChunkSource for Direct {
         wanted: &[(usize, Range<u64>)],
     ) -> Result<Vec<Arc<ArrayBytes>>> {
         fetch_inner_chunks(array, key, index, wanted).await
+    }
+}
+
+/// The chunks one reader decoded last, up to a byte budget, in front of
+/// another source. A selection streamed slab by slab asks for the same
+/// chunks again whenever slabs split a chunk row (and two slabs are read at
+/// once); with the server's cache off, or full of data it will not evict
+/// for these, each such chunk would otherwise be fetched and decoded once
+/// per slab. Loads of one chunk are shared by concurrent slabs.
+#[derive(Debug)]
+pub struct Recent {
+    inner: Arc<dyn ChunkSource>,
+    kept: moka::future::Cache<RecentKey, Option<Arc<ArrayBytes>>>,
+}
+
+/// A chunk key, with the inner chunk and the shard version for inner chunks.
+type RecentKey = (String, Option<(usize, Option<String>)>);
+
+impl Recent {
+    pub fn new(inner: Arc<dyn ChunkSource>, budget: u64) -> Self {
+        let kept = moka::future::Cache::builder()
+            .max_capacity(budget)
+            .weigher(|_, c: &Option<Arc<ArrayBytes>>| {
+                let bytes = c.as_ref().map_or(0, |c| c.footprint());
+                u32::try_from(bytes).unwrap_or(u32::MAX)
+            })
+            // A reader moves on through the array: what it used last is
+            // what it needs next, so no admission by frequency.
+            .eviction_policy(moka::policy::EvictionPolicy::lru())
+            .build();
+        Recent { inner, kept }
+    }
+}
+
+#[async_trait]
+impl ChunkSource for Recent {
+    async fn chunk(&self, array: &Array, key: &StoreKey) -> Result<Option<Arc<ArrayBytes>>> {
+        self.kept
+            .try_get_with((key.as_str().to_string(), None), async {
+                self.inner.chunk(array, key).await
+            })
+            .await
+            .map_err(|e| Arc::try_unwrap(e).unwrap_or_else(|shared| shared.shared_copy()))
+    }
+
+    async fn shard_index(&self, array: &Array, key: &StoreKey) -> Result<Option<Arc<ShardIndex>>> {
+        self.inner.shard_index(array, key).await
+    }
+
+    async fn inner_chunks(
+        &self,
+        array: &Array,
+        key: &StoreKey,
+        index: &ShardIndex,
+        wanted: &[(usize, Range<u64>)],
+    ) -> Result<Vec<Arc<ArrayBytes>>> {
+        let version = index.e_tag().map(str::to_string);
+        let id = |i: usize| (key.as_str().to_string(), Some((i, version.clone())));
+        let mut found = Vec::with_capacity(wanted.len());
+        for (i, _) in wanted {
+            found.push(self.kept.get(&id(*i)).await.flatten());
+        }
+        let missing: Vec<(usize, Range<u64>)> = wanted
+            .iter()
+            .zip(&found)
+            .filter(|(_, f)| f.is_none())
+            .map(|(w, _)| w.clone())
+            .collect();
+        if !missing.is_empty() {
+            // Fetched together, in one vectored read of the shard.
+            let fetched = self.inner.inner_chunks(array, key, index, &missing).await?;
+            let mut fetched = missing.iter().zip(fetched);
+            for slot in found.iter_mut().filter(|f| f.is_none()) {
+                if let Some(((i, _), chunk)) = fetched.next() {
+                    self.kept.insert(id(*i), Some(chunk.clone())).await;
+                    *slot = Some(chunk);
+                }
+            }
+        }
+        found
+            .into_iter()
+            .map(|c| c.ok_or_else(|| ZarrError::Internal("an inner chunk was not read".into())))
+            .collect()
+    }
+
+    fn invalidate(&self, key: &StoreKey) {
+        self.inner.invalidate(key);
+        // Rare (a shard replaced mid-read): drop everything rather than scan.
+        self.kept.invalidate_all();
     }
 }
