@@ -17,8 +17,9 @@ use crate::zarr::{Array, ArrayBytes, DataType, Resolved, Selection};
 
 /// Bytes per slab of streamed output.
 const SLAB_BYTES: u64 = 16 << 20;
-/// Decoded chunks a stream keeps for its next slabs (see [`Recent`]).
-const RECENT_BYTES: u64 = 64 << 20;
+/// At most this much of decoded chunks a stream keeps for its next slabs
+/// (see [`Recent`]).
+const MAX_RECENT_BYTES: u64 = 64 << 20;
 
 /// Elements of variable-length data read at a time.
 const VARIABLE_SLAB: u64 = 1 << 16;
@@ -186,7 +187,20 @@ async fn stream(
         (array.elem_size() as u64).max(1),
         SLAB_BYTES,
     );
-    let recent = Recent::new(array.source().clone(), RECENT_BYTES);
+    // What the next slab reuses: the chunks one slab touches. Keeping more
+    // only costs fresh pages (measured: a 64 MiB budget for 32 MiB of chunk
+    // row made a whole v2 Blosc read 20% slower than a 36 MiB one).
+    let chunk_shape = array.read_chunk_shape();
+    let chunk_bytes = chunk_shape
+        .iter()
+        .product::<u64>()
+        .saturating_mul(array.elem_size() as u64);
+    let per_slab = slabs.first().map_or(0, |s| {
+        s.chunk_count_bound(&chunk_shape)
+            .saturating_add(1)
+            .saturating_mul(chunk_bytes)
+    });
+    let recent = Recent::new(array.source().clone(), per_slab.min(MAX_RECENT_BYTES));
     let array = array.clone().with_source(Arc::new(recent));
     let dtype = array.metadata().dtype.clone();
     let convert = move |data: ArrayBytes| -> Result<Bytes> {
