@@ -8,24 +8,36 @@ rendered from that file at the end.
 
 Sections: raw (zarrd vs nginx under wrk), clients (zarr-python and
 TensorStore through zarrd vs nginx), slicing (server-side slices vs
-in-process reads), peers (Tiled, xpublish, HSDS), memory (peak RSS against
---cache-size), writes (region writes vs zarr-python on local files).
+in-process reads and vs the same selection as a static .npy file from
+nginx), peers (Tiled, xpublish, HSDS), memory (peak RSS against
+--cache-size; whole-array streams of two array sizes), writes (region
+writes vs zarr-python on local files), viewport (a browser viewer's 64
+tiles, raw from shards vs nginx and as REST slices vs Tiled), growth (time
+against selection size, requests/s against connections, plotted), scaleout
+(1-3 replicas behind HAProxy, round robin vs hashing by array).
 """
 
 import argparse
-import io
+import contextlib
 import json
 import os
 import platform
 import random
+import sys
 import threading
 import time
+import traceback
 
 import numpy as np
 
 import corpus
+import growth
 import measure
 import report
+import scaleout
+import viewport
+from common import (mb, read_tensorstore, read_zarr_python, select_param, static_slice,
+                    timed_checked, zarrd_slice)
 from procs import OUT, HSDS_USER, Hsds, Nginx, Tiled, Xpublish, Zarrd, available
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -42,6 +54,8 @@ class Context:
         lo = (self.n - min(WINDOW, self.n)) // 2
         self.window = (slice(lo, lo + min(WINDOW, self.n)),) * 2
         self.whole = (slice(0, self.n),) * 2
+        # Ready-made .npy files of selections, served by nginx under /static/.
+        self.static_dir = os.path.join(OUT, f"static-{self.n}")
 
     def selections(self):
         return {"window": self.window, "whole": self.whole}
@@ -56,13 +70,26 @@ class Context:
         # Cached values are trusted for 60 s, as nginx's open_file_cache_valid trusts file metadata.
         return Zarrd(self.root, "--cache-size", self.args.cache_size, "--recheck-cached", "60", *extra)
 
+    def static_npy(self, sel):
+        """The URL path under which nginx serves `sel` of the array as a .npy
+        file, written once (what a site of pre-rendered selections would hold)."""
+        name = "_".join(f"{s.start}-{s.stop}" for s in sel) + ".npy"
+        path = os.path.join(self.static_dir, name)
+        if not os.path.exists(path):
+            os.makedirs(self.static_dir, exist_ok=True)
+            tmp = f"{path}.{os.getpid()}.tmp"
+            with open(tmp, "wb") as f:
+                np.save(f, np.ascontiguousarray(self.expected[sel]))
+            os.replace(tmp, path)
+        return f"/static/{name}"
 
-def select_param(sel):
-    return ",".join(f"{s.start}:{s.stop}" for s in sel)
-
-
-def mb(sel):
-    return np.prod([s.stop - s.start for s in sel]) * 4 / 1e6
+    def nginx(self):
+        """nginx on the corpus (/zarr/) and the static .npy files (/static/);
+        a context giving None where nginx is not installed (CI)."""
+        if not available("nginx"):
+            return contextlib.nullcontext()
+        os.makedirs(self.static_dir, exist_ok=True)
+        return Nginx(self.root, static=self.static_dir)
 
 
 # 1. Raw keys --------------------------------------------------------------
@@ -94,30 +121,11 @@ def section_raw(ctx):
 
 # 2. Clients through zarrd vs nginx ---------------------------------------
 
-def read_zarr_python(url, sel):
-    import zarr
-    return zarr.open_array(url, mode="r")[sel]
-
-
-def read_tensorstore(url, sel, zarr_format, kvstore="http"):
-    import tensorstore as ts
-    kv = {"driver": "http", "base_url": url + "/"} if kvstore == "http" else {"driver": "file", "path": url}
-    spec = {"driver": "zarr3" if zarr_format == 3 else "zarr", "kvstore": kv,
-            "context": {"cache_pool": {"total_bytes_limit": 0}}}
-    return ts.open(spec, read=True).result()[sel].read().result()
-
-
 def client_reader(client, layout, sel):
     fmt = corpus.ZARR_FORMAT[layout]
     if client == "zarr-python":
         return lambda base: read_zarr_python(f"{base}/zarr/{layout}.zarr", sel)
     return lambda base: read_tensorstore(f"{base}/zarr/{layout}.zarr", sel, fmt)
-
-
-def timed_checked(ctx, who, sel, fn):
-    seconds, value = measure.timed(fn)
-    ctx.check(value, sel, who)
-    return {"seconds": seconds, "mb_per_s": mb(sel) / seconds}
 
 
 def section_clients(ctx):
@@ -139,39 +147,31 @@ def section_clients(ctx):
 
 # 3. Server-side slicing vs in-process reads ------------------------------
 
-def npy_values(body):
-    return np.load(io.BytesIO(body), allow_pickle=False)
-
-
-def zarrd_slice(ctx, server, layout, sel, who, repeat):
-    """One server-side slice as .npy, checked; `repeat` asks once first (warm cache)."""
-    url = f"{server.url}/api/v1/data/{layout}.zarr?select={select_param(sel)}&format=npy"
-    if repeat:
-        measure.fetch(url)
-    seconds, body = measure.fetch(url)
-    ctx.check(npy_values(body), sel, who)
-    return {"seconds": seconds}
-
-
 def section_slicing(ctx):
     """Cold: a long-running server with its cache off, so every request reads
     and decodes (the OS page cache is warm, as for every contender). Warm: a
     server with the cache on, asked the same selection twice. In-process
-    readers open the array afresh for each read."""
+    readers open the array afresh for each read. The anchor: nginx serving
+    the same selection written beforehand as a .npy file, fetched by the
+    same client code as zarrd's slice (when nginx is installed)."""
     rows = []
-    with ctx.zarrd() as warm, Zarrd(ctx.root, "--cache-size", "0") as cold:
+    with ctx.zarrd() as warm, Zarrd(ctx.root, "--cache-size", "0") as cold, ctx.nginx() as ng:
         for layout in corpus.LAYOUTS:
             local = os.path.join(ctx.root, f"{layout}.zarr")
             fmt = corpus.ZARR_FORMAT[layout]
             for sel_name, sel in ctx.selections().items():
-                res = measure.alternate({
+                contenders = {
                     "zarrd cold": lambda: zarrd_slice(ctx, cold, layout, sel, "zarrd cold", False),
                     "zarrd warm": lambda: zarrd_slice(ctx, warm, layout, sel, "zarrd warm", True),
                     "tensorstore": lambda: {"seconds": timed_checked(
                         ctx, "tensorstore", sel, lambda: read_tensorstore(local, sel, fmt, kvstore="file"))["seconds"]},
                     "zarr-python": lambda: {"seconds": timed_checked(
                         ctx, "zarr-python", sel, lambda: read_zarr_python(local, sel))["seconds"]},
-                }, ctx.args.reps)
+                }
+                if ng:
+                    # The same file for every layout: the answer does not depend on how the array is stored.
+                    contenders["static .npy"] = lambda: static_slice(ctx, ng, sel)
+                res = measure.alternate(contenders, ctx.args.reps)
                 rows.append({"layout": layout, "selection": sel_name, "mb": mb(sel), **res})
                 print("slicing", layout, sel_name, report.brief(res, "seconds"))
         rss = {"zarrd warm": warm.peak_rss(), "zarrd cold": cold.peak_rss()}
@@ -285,7 +285,9 @@ def peers_under_wrk(ctx, z, tiled, xpub, hsds, hsds_id, errors):
 # 5. Memory ---------------------------------------------------------------
 
 def section_memory(ctx):
-    """Whole-array reads of every layout, twice, with a small cache: the cache must stay bounded."""
+    """Whole-array reads of every layout, twice, with a small cache: the cache
+    must stay bounded. Then whole-array streams of two sizes: the memory a
+    stream holds must not grow with the array."""
     cache = 256 * 2**20
     largest = ctx.n * ctx.n * 4
     with Zarrd(ctx.root, "--cache-size", "256MiB", "--recheck-cached", "60") as z:
@@ -297,7 +299,87 @@ def section_memory(ctx):
                 del body
         peak = z.peak_rss()
     bound = cache + 2 * largest + 100 * 2**20
-    return {"cache_size": cache, "largest_response": largest, "peak_rss": peak, "bound": bound}
+    return {"cache_size": cache, "largest_response": largest, "peak_rss": peak, "bound": bound,
+            "stream": memory_streams(ctx)}
+
+
+class NpyStreamCheck:
+    """Checks a .npy body as it arrives, whole rows at a time, against
+    `rows(r0, r1)`, keeping at most one partial row."""
+
+    def __init__(self, shape, rows):
+        self.shape, self.rows = shape, rows
+        self.buf, self.header_done, self.row, self.bytes = bytearray(), False, 0, 0
+
+    def feed(self, data):
+        import ast
+        self.bytes += len(data)
+        self.buf += data
+        if not self.header_done:
+            if len(self.buf) < 12:
+                return
+            if bytes(self.buf[:6]) != b"\x93NUMPY":
+                raise AssertionError("the stream is not .npy")
+            major = self.buf[6]
+            size, start = (int.from_bytes(self.buf[8:10], "little"), 10) if major == 1 else (
+                int.from_bytes(self.buf[8:12], "little"), 12)
+            if len(self.buf) < start + size:
+                return
+            header = ast.literal_eval(bytes(self.buf[start:start + size]).decode("latin1"))
+            want = {"descr": "<f4", "fortran_order": False, "shape": self.shape}
+            if header != want:
+                raise AssertionError(f".npy header {header}, expected {want}")
+            del self.buf[:start + size]
+            self.header_done = True
+        row_bytes = self.shape[1] * 4
+        k = min(len(self.buf) // row_bytes, self.shape[0] - self.row)
+        if k:
+            got = np.frombuffer(self.buf, dtype="<f4", count=k * self.shape[1]).reshape(k, self.shape[1])
+            if not np.array_equal(got, self.rows(self.row, self.row + k)):
+                raise AssertionError(f"stream rows {self.row}..{self.row + k} hold wrong values")
+            del got
+            del self.buf[:k * row_bytes]
+            self.row += k
+
+    def finish(self):
+        if self.row != self.shape[0] or self.buf:
+            raise AssertionError(f"stream ended after {self.row} of {self.shape[0]} rows (+{len(self.buf)} bytes)")
+
+
+def stream_whole(url, shape, rows):
+    """GET the whole array as .npy, reading and discarding it 1 MiB at a time
+    while checking it: seconds and bytes received."""
+    import requests
+    check = NpyStreamCheck(shape, rows)
+    start = time.perf_counter()
+    with requests.get(url, stream=True, timeout=600) as resp:
+        if resp.status_code != 200:
+            raise RuntimeError(f"GET {url}: {resp.status_code} {resp.text[:300]}")
+        for piece in resp.iter_content(chunk_size=1 << 20):
+            check.feed(piece)
+    seconds = time.perf_counter() - start
+    check.finish()
+    return seconds, check.bytes
+
+
+def memory_streams(ctx):
+    """The corpus array (v3_zstd: 1024 x 1024 chunks, zstd) and one four times
+    its size in the same layout, each streamed whole as .npy from a fresh
+    zarrd with a cache a quarter of the corpus array (64 MiB at most)."""
+    side = 2 * ctx.n
+    large = corpus.make_large(OUT, ctx.n, ctx.expected)
+    cache = min(64 * 2**20, ctx.n * ctx.n * 4 // 4)
+    arrays = [("corpus v3_zstd", ctx.root, "v3_zstd.zarr", ctx.n, lambda r0, r1: ctx.expected[r0:r1]),
+              ("4x larger", large, "large.zarr", side, lambda r0, r1: corpus.large_rows(ctx.expected, r0, r1))]
+    rows = []
+    for name, root, path, n, expected_rows in arrays:
+        with Zarrd(root, "--cache-size", str(cache), "--recheck-cached", "60") as z:
+            seconds, received = stream_whole(f"{z.url}/api/v1/data/{path}?format=npy", (n, n), expected_rows)
+            peak = z.peak_rss()
+        rows.append({"array": name, "side": n, "array_bytes": n * n * 4, "received_bytes": received,
+                     "seconds": seconds, "mb_per_s": n * n * 4 / 1e6 / seconds, "peak_rss": peak})
+        print("memory stream", name, n, f"peak {peak / 2**20:.0f} MiB", f"{seconds:.2f} s")
+    return {"cache_size": cache, "rows": rows}
 
 
 # 6. Writes ---------------------------------------------------------------
@@ -410,7 +492,8 @@ def section_writes(ctx):
 
 
 SECTIONS = {"raw": section_raw, "clients": section_clients, "slicing": section_slicing,
-            "peers": section_peers, "memory": section_memory, "writes": section_writes}
+            "peers": section_peers, "memory": section_memory, "writes": section_writes,
+            "viewport": viewport.section, "growth": growth.section, "scaleout": scaleout.section}
 
 
 def main():
@@ -420,9 +503,11 @@ def main():
     parser.add_argument("--seconds", type=float, default=3.0, help="length of each wrk run")
     parser.add_argument("--cache-size", default="1GiB", help="zarrd's --cache-size")
     parser.add_argument("--only", default=",".join(SECTIONS), help="comma-separated sections")
-    parser.add_argument("--results", default=HERE, help="directory for results.json and results.md")
+    parser.add_argument("--results", default=HERE, help="directory for results.json, results.md and growth.png")
+    parser.add_argument("--replicas", default="1,2,3", help="zarrd replica counts of the scaleout section")
     args = parser.parse_args()
     os.makedirs(OUT, exist_ok=True)
+    os.makedirs(args.results, exist_ok=True)
     ctx = Context(args)
     path = os.path.join(args.results, "results.json")
     results = {"machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
@@ -431,11 +516,19 @@ def main():
     if os.path.exists(path) and args.only != ",".join(SECTIONS):
         with open(path) as f:
             results["sections"] = json.load(f).get("sections", {})
+    failed = []
     for name in args.only.split(","):
-        results["sections"][name] = SECTIONS[name](ctx)
+        try:
+            results["sections"][name] = SECTIONS[name](ctx)
+        except Exception as e:  # noqa: BLE001  (a wrong answer or a failed request: reported, the run goes on)
+            traceback.print_exc()
+            results["sections"][name] = {"failed": f"{type(e).__name__}: {str(e)[:1500]}"}
+            failed.append(name)
         with open(path, "w") as f:
             json.dump(results, f, indent=1)
     report.write(results, os.path.join(args.results, "results.md"))
+    if failed:
+        sys.exit(f"sections failed: {', '.join(failed)} (see results.md)")
 
 
 if __name__ == "__main__":

@@ -59,3 +59,36 @@ def make(out_dir, n):
         a[...] = data
     open(marker, "w").close()
     return root, npy
+
+
+def large_rows(expected, r0, r1):
+    """Rows r0..r1 of the array four times the corpus's size (side 2N): the
+    corpus tiled 2 x 2, each quadrant shifted by its own constant (so a
+    misplaced block is caught), computed in float32 by writer and checker alike."""
+    n = expected.shape[0]
+    rows = np.arange(r0, r1)
+    base = np.asarray(expected[rows % n])
+    shift = (rows // n).astype(np.float32)[:, None] * np.float32(1000)
+    return np.concatenate([base + shift, base + (shift + np.float32(2000))], axis=1).astype("<f4")
+
+
+def make_large(out_dir, n, expected):
+    """Write the side-2N array once under out_dir/large-2N/large.zarr (Zarr v3,
+    1024 x 1024 chunks, zstd 1, as v3_zstd), a band of rows at a time so the
+    writer never holds it whole; returns the directory to serve."""
+    import zarr
+    import zarr.codecs as zc
+
+    side = 2 * n
+    root = os.path.join(out_dir, f"large-{side}")
+    marker = os.path.join(out_dir, f"large-{side}.done")
+    if os.path.exists(marker):
+        return root
+    chunk = min(1024, side)
+    a = zarr.create_array(os.path.join(root, "large.zarr"), shape=(side, side), chunks=(chunk, chunk), dtype="f4",
+                          zarr_format=3, compressors=[zc.ZstdCodec(level=1)], overwrite=True)
+    for r0 in range(0, side, chunk):
+        r1 = min(side, r0 + chunk)
+        a[r0:r1, :] = large_rows(expected, r0, r1)
+    open(marker, "w").close()
+    return root

@@ -7,6 +7,7 @@ resident set of its processes, from /proc)."""
 
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -172,19 +173,20 @@ http {{
     server {{
         listen 127.0.0.1:{port};
         location /zarr/ {{ alias {root}/; autoindex on; }}
-    }}
+{static}    }}
 }}
 """
 
 
 class Nginx(Server):
-    """nginx serving the corpus directory under /zarr/, the way a static site would."""
+    """nginx serving the corpus directory under /zarr/, the way a static site
+    would, and optionally a second directory (ready-made .npy files) under /static/."""
 
     name = "nginx"
 
-    def __init__(self, root):
+    def __init__(self, root, static=None):
         super().__init__()
-        self.root = root
+        self.root, self.static = root, static
 
     def start(self):
         port = free_port()
@@ -192,8 +194,9 @@ class Nginx(Server):
         conf = os.path.join(OUT, "nginx.conf")
         # As root nginx would drop its workers to `nobody`; keep them as the invoking user.
         user = "user root;" if os.geteuid() == 0 else ""
+        static = f"        location /static/ {{ alias {self.static}/; }}\n" if self.static else ""
         with open(conf, "w") as f:
-            f.write(NGINX_CONF.format(out=OUT, port=port, root=self.root, user=user))
+            f.write(NGINX_CONF.format(out=OUT, port=port, root=self.root, user=user, static=static))
         binary = "/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else "nginx"
         self._spawn([binary, "-c", conf, "-e", os.path.join(OUT, "nginx-error.log")], "nginx")
         self.url = f"http://127.0.0.1:{port}"
@@ -269,8 +272,45 @@ class Hsds(Server):
         return out.stdout.strip().splitlines()[-1]
 
 
+def haproxy_binary():
+    """$ZARRD_HAPROXY (scripts/test sets it) or haproxy on PATH; None if neither."""
+    for candidate in (os.environ.get("ZARRD_HAPROXY"), shutil.which("haproxy"), "/usr/sbin/haproxy"):
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+class HAProxy(Server):
+    """HAProxy in front of zarrd replicas; `config(port)` returns its configuration
+    text for the loopback port it is to listen on."""
+
+    name = "haproxy"
+
+    def __init__(self, config, label="haproxy"):
+        super().__init__()
+        self.config, self.label = config, label
+
+    def start(self):
+        port = free_port()
+        binary = haproxy_binary()
+        if binary is None:
+            raise RuntimeError("HAProxy is not installed (haproxy on PATH or $ZARRD_HAPROXY)")
+        path = os.path.join(OUT, f"{self.label}.cfg")
+        with open(path, "w") as f:
+            f.write(self.config(port))
+        check = subprocess.run([binary, "-c", "-f", path], capture_output=True, text=True)
+        if check.returncode != 0:
+            raise RuntimeError(f"HAProxy refuses {path}: {(check.stdout + check.stderr)[-1500:]}")
+        self._spawn([binary, "-f", path, "-db"], self.label)
+        self.url = f"http://127.0.0.1:{port}"
+        wait_http(self.url + "/healthz", timeout=20)
+        return self
+
+
 def available(peer):
     """Whether a peer's environment was installed (bench/run installs them)."""
+    if peer == "haproxy":
+        return haproxy_binary() is not None
     if peer == "nginx":
         return os.path.exists("/usr/sbin/nginx") or any(
             os.path.exists(os.path.join(d, "nginx")) for d in os.environ.get("PATH", "").split(":"))

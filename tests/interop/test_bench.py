@@ -1,33 +1,93 @@
 """The benchmark harness itself runs: a small corpus, the sections that need
 no peers installed (server-side slices against TensorStore and zarr-python,
-memory, region writes), every answer checked against the array, and a
-report with every table. Speed is not asserted (bench/run measures it)."""
+memory, region writes, the tiled viewer, how cost grows, replicas behind
+HAProxy), every answer checked against the array, and a report with every
+table and the growth plot. Contenders that are not installed (nginx, wrk,
+Tiled in CI) are left out of their sections. Speed is not asserted
+(bench/run measures it)."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
-BENCH = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "bench", "bench.py"))
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BENCH = os.path.join(REPO, "bench", "bench.py")
+# The Helm chart's HAProxy lines for routing by array (bench/scaleout.py reads them).
+ROUTE_BY_ARRAY = os.path.join(REPO, "helm", "zarrd", "files", "route-by-array.cfg")
+
+
+def installed(name):
+    """As bench/procs.py decides: on PATH, in /usr/sbin, or (HAProxy) at $ZARRD_HAPROXY."""
+    env = os.environ.get("ZARRD_HAPROXY") if name == "haproxy" else None
+    return bool(env or shutil.which(name) or os.path.exists(f"/usr/sbin/{name}"))
 
 
 def test_bench_harness_runs_and_reports(tmp_path):
     env = {**os.environ, "ZARRD_BENCH_OUT": str(tmp_path / "work")}
     result = subprocess.run([sys.executable, BENCH, "--size", "512", "--reps", "1", "--seconds", "1",
-                             "--cache-size", "64MiB", "--only", "slicing,memory,writes", "--results", str(tmp_path)],
+                             "--cache-size", "64MiB", "--replicas", "1,2",
+                             "--only", "slicing,memory,writes,viewport,growth,scaleout", "--results", str(tmp_path)],
                             capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     results = json.loads((tmp_path / "results.json").read_text())
+    nginx = installed("nginx")
+
     slicing = results["sections"]["slicing"]["rows"]
     assert {(r["layout"], r["selection"]) for r in slicing} == {
         (layout, sel) for layout in ("v2_blosc", "v3_zstd", "v3_sharded", "v2_small") for sel in ("window", "whole")}
     for row in slicing:
-        for who in ("zarrd cold", "zarrd warm", "tensorstore", "zarr-python"):
+        for who in ("zarrd cold", "zarrd warm", "tensorstore", "zarr-python") + (("static .npy",) if nginx else ()):
             assert row[who]["seconds"]["median"] > 0
     memory = results["sections"]["memory"]
     assert 0 < memory["peak_rss"] and memory["bound"] > memory["cache_size"]
+    stream = memory["stream"]["rows"]
+    assert [(r["side"], r["received_bytes"] > r["array_bytes"]) for r in stream] == [(512, True), (1024, True)]
+    assert all(r["peak_rss"] > 0 for r in stream)
     writes = results["sections"]["writes"]["rows"]
     assert len(writes) == 6 and all(r["zarrd"]["mb_per_s"]["median"] > 0 for r in writes)
+
+    # The viewer: one 512 x 512 view in 64 x 64 tiles, raw and as REST slices.
+    viewport = results["sections"]["viewport"]["rows"]
+    assert [r["form"] for r in viewport] == ["raw", "REST slices"]
+    for row in viewport:
+        assert (row["view"], row["tile"], row["tiles"]) == (512, 64, 64)
+        for who in ("zarrd cold", "zarrd warm"):
+            assert row[who]["seconds"]["median"] > 0
+    assert ("nginx" in viewport[0]) == nginx
+
+    # How cost grows: selections capped at the array's side; wrk's half only where wrk is.
+    growth = results["sections"]["growth"]
+    assert [r["side"] for r in growth["selections"]] == [100, 256, 512]
+    assert [r["start"] for r in growth["selections"]] == [37, 37, 0]
+    for row in growth["selections"]:
+        for who in ("zarrd cold", "zarrd warm", "tensorstore") + (("static .npy",) if nginx else ()):
+            assert row[who]["seconds"]["median"] > 0
+    if shutil.which("wrk"):
+        assert {(r["target"], r["connections"]) for r in growth["connections"]} == {
+            (t, c) for t in ("range_64k", "slice_256") for c in (1, 2, 4, 8, 16, 32, 64)}
+    else:
+        assert growth["connections"] == [] and growth["connections_skipped"]
+    png = tmp_path / growth["plot"]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    # Replicas behind HAProxy (scripts/test installs it): three workloads at 1 and 2 replicas.
+    scale = results["sections"]["scaleout"]
+    if installed("haproxy") or os.environ.get("CI"):
+        assert {(r["workload"], r["replicas"]) for r in scale["rows"]} == {
+            (w, k) for w in ("viewport, REST slices", "viewport, raw", "slices 256 x 256") for k in (1, 2)}
+        modes = ["roundrobin"] + (["hash by array"] if os.path.exists(ROUTE_BY_ARRAY) else [])
+        for row in scale["rows"]:
+            for mode in modes:
+                assert row[mode]["per_s"]["median"] > 0
+                assert 0 <= row[mode]["hit_rate"]["median"] <= 1
+        assert scale["cache_per_replica"] > 0 and scale["working_set_bytes"] > 0
+    else:
+        assert scale["skipped"]
+
     report = (tmp_path / "results.md").read_text()
-    for title in ("Server-side slices", "Memory", "Region writes", "Profiles"):
+    for title in ("Server-side slices", "Memory", "Region writes", "A tiled viewer", "How cost grows",
+                  "Replicas behind HAProxy", "Profiles"):
         assert title in report
+    assert f"]({growth['plot']})" in report
