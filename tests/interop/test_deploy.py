@@ -16,7 +16,9 @@ import pytest
 import yaml
 from helm_python import chart as helm
 
-from conftest import start_zarrd, stop
+import time
+
+from conftest import free_port, start_zarrd, stop
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 CHART = os.path.join(REPO, "helm", "zarrd")
@@ -57,7 +59,9 @@ VALUES = {
         "persistence": {"existingClaim": "zarr-data"},
         "zarrd": {"recheckCached": "30", "allowAnonymousReads": True, "requestTimeout": 2.5,
                   "extraConfig": "json_limit = \"32MiB\""},
+        "router": {"enabled": True, "replicas": 3, "maxPods": 12},
     },
+    "roundrobin": {"router": {"enabled": True, "balance": "roundrobin"}},
 }
 
 
@@ -85,6 +89,9 @@ def test_chart_lints_and_validates(case):
     assert {"Deployment", "Service", "ConfigMap", "PodDisruptionBudget"} <= kinds
     if case == "full":
         assert {"HorizontalPodAutoscaler", "Ingress", "ServiceMonitor", "Secret"} <= kinds
+        ingress = next(d for d in docs_of(manifests) if d["kind"] == "Ingress")
+        backend = ingress["spec"]["rules"][0]["http"]["paths"][0]["backend"]["service"]["name"]
+        assert backend == "demo-zarrd-router"
 
 
 def docs_of(manifests):
@@ -94,7 +101,7 @@ def docs_of(manifests):
 @pytest.mark.parametrize("case", list(VALUES))
 def test_rendered_config_starts_the_server(case):
     docs = docs_of(render(VALUES[case]))
-    config = next(d for d in docs if d["kind"] == "ConfigMap")["data"]["zarrd.toml"]
+    config = next(d for d in docs if d["kind"] == "ConfigMap" and "zarrd.toml" in d["data"])["data"]["zarrd.toml"]
     deployment = next(d for d in docs if d["kind"] == "Deployment")
     pod = deployment["spec"]["template"]["spec"]
     container = pod["containers"][0]
@@ -117,4 +124,80 @@ def test_rendered_config_starts_the_server(case):
             with urllib.request.urlopen(f"{url}/healthz", timeout=10) as r:
                 assert r.status == 200
         finally:
+            stop(proc)
+
+
+def router_config(values):
+    docs = docs_of(render(values))
+    return next(d for d in docs if d["kind"] == "ConfigMap" and "haproxy.cfg" in d["data"])["data"]["haproxy.cfg"]
+
+
+def haproxy_binary():
+    binary = os.environ.get("ZARRD_HAPROXY") or shutil.which("haproxy")
+    if binary:
+        return binary
+    reason = "HAProxy is missing: scripts/test installs it from Debian and sets ZARRD_HAPROXY"
+    if os.environ.get("CI"):
+        pytest.fail(reason)
+    pytest.skip(reason)
+
+
+@pytest.mark.parametrize("balance", ["arrayPath", "roundrobin"])
+def test_rendered_router_config_is_valid_haproxy(balance, tmp_path):
+    cfg = tmp_path / "haproxy.cfg"
+    cfg.write_text(router_config({"router": {"enabled": True, "balance": balance}}))
+    result = subprocess.run([haproxy_binary(), "-c", "-f", str(cfg)], capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_router_sends_every_request_for_an_array_to_one_replica(tmp_path):
+    """The chart's router, with its server slots filled by three local
+    replicas: the raw keys and API calls of one array all land on one
+    replica (told apart by the per-process prefix of x-request-id), and the
+    arrays spread over more than one replica."""
+    import numpy as np
+    import requests
+    import zarr
+
+    root = tmp_path / "data"
+    names = [f"group/a{i}.zarr" for i in range(12)]
+    for i, name in enumerate(names):
+        a = zarr.create_array(str(root / name), shape=(8, 8), chunks=(4, 4), dtype="i4", zarr_format=2 + i % 2)
+        a[...] = np.arange(64, dtype="i4").reshape(8, 8) + i
+    replicas = [start_zarrd(str(root), "--recheck-cached", "60") for _ in range(3)]
+    port = free_port()
+    cfg = router_config({"router": {"enabled": True, "balance": "arrayPath"}})
+    servers = "\n".join(f"    server r{i} {url.removeprefix('http://')} check" for i, (url, _) in enumerate(replicas))
+    cfg = re.sub(r"^\s*server-template .*$", servers, cfg, flags=re.M)
+    cfg = cfg.replace("bind :8000", f"bind 127.0.0.1:{port}")
+    cfg = re.sub(r"^resolvers cluster\n(\s+.*\n)+", "", cfg, flags=re.M)
+    (tmp_path / "haproxy.cfg").write_text(cfg)
+    balancer = subprocess.Popen([haproxy_binary(), "-f", str(tmp_path / "haproxy.cfg"), "-db"],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        base = f"http://127.0.0.1:{port}"
+        session = requests.Session()
+        for _ in range(100):
+            try:
+                if session.get(f"{base}/healthz", timeout=1).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            time.sleep(0.1)
+        served_by = {}
+        for i, name in enumerate(names):
+            meta = ".zarray" if i % 2 == 0 else "zarr.json"
+            chunk = "1.1" if i % 2 == 0 else "c/1/1"
+            paths = [f"/zarr/{name}/{meta}", f"/zarr/{name}/{chunk}", f"/api/v1/data/{name}?select=0:2,0:2",
+                     f"/api/v1/meta/{name}", f"/zarr/{name}/{meta}"]
+            for path in paths:
+                r = session.get(base + path, timeout=10)
+                assert r.status_code == 200, (path, r.status_code, r.text)
+                served_by.setdefault(name, set()).add(r.headers["x-request-id"][:16])
+        assert all(len(v) == 1 for v in served_by.values()), served_by
+        assert len(set().union(*served_by.values())) > 1, served_by
+    finally:
+        balancer.terminate()
+        balancer.wait(timeout=10)
+        for _, proc in replicas:
             stop(proc)

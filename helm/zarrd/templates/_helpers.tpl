@@ -26,3 +26,8 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- printf "%s-tokens" (include "zarrd.fullname" .) -}}
 {{- end -}}
 {{- end -}}
+
+{{- define "zarrd.routerSelector" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}-router
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
