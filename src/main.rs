@@ -30,6 +30,13 @@ fn init_logging(format: LogFormat) {
     }
 }
 
+// glibc's malloc kept freed multi-megabyte chunk buffers in per-thread
+// arenas: a whole-array stream with a 64 MiB cache peaked at 345 MiB for a
+// 256 MiB array and 613 MiB for one four times larger. mimalloc returns
+// freed pages and is as fast on the small allocations of a request.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let Command::Serve(args) = cli.command;
