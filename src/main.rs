@@ -48,6 +48,7 @@ fn main() -> std::process::ExitCode {
         }
     };
     init_logging(config.log_format);
+    raise_file_limit();
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -60,6 +61,26 @@ fn main() -> std::process::ExitCode {
         Err(e) => {
             eprintln!("zarrd: {e}");
             std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Raise the soft limit on open files to the hard one: a server holds a
+/// descriptor per connection and per file it keeps open, and a soft limit
+/// of 1024 (common under systemd and container runtimes) is soon reached.
+fn raise_file_limit() {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit read and write the struct given.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) == 0 && limit.rlim_cur < limit.rlim_max
+        {
+            limit.rlim_cur = limit.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                tracing::debug!("could not raise the open file limit");
+            }
         }
     }
 }

@@ -174,6 +174,13 @@ impl ConfinedDir {
         self.open_files.forget(location.as_ref());
     }
 
+    /// Forgets `location` when dropped: after the write, and also when the
+    /// writer is cancelled (a timeout, a client gone) while the write may
+    /// still land.
+    fn forgetting(self: &Arc<Self>, location: &Path) -> Forget {
+        Forget(self.clone(), location.clone())
+    }
+
     async fn check(self: &Arc<Self>, location: &Path) -> object_store::Result<()> {
         let path = self.file_path(location)?;
         let this = self.clone();
@@ -304,9 +311,8 @@ impl ObjectStore for Confined {
             return Err(generic(NameTooLong));
         }
         self.0.check(location).await?;
-        let put = self.0.inner.put_opts(location, payload, opts).await;
-        self.0.forget(location);
-        put
+        let _forget = self.0.forgetting(location);
+        self.0.inner.put_opts(location, payload, opts).await
     }
 
     async fn put_multipart_opts(
@@ -315,9 +321,9 @@ impl ObjectStore for Confined {
         opts: PutMultipartOptions,
     ) -> object_store::Result<Box<dyn MultipartUpload>> {
         self.0.check(location).await?;
-        // Forgotten when the upload starts; an open file of the old value
-        // read until it completes is kept no longer than the cache's
-        // time-to-live. The server itself never writes in parts.
+        // Forgotten when the upload starts; a file of the old value opened
+        // before it completes may be kept (for the time-to-live, if any).
+        // The server itself never writes in parts.
         self.0.forget(location);
         self.0.inner.put_multipart_opts(location, opts).await
     }
@@ -351,6 +357,9 @@ impl ObjectStore for Confined {
                 async move {
                     let location = location?;
                     dir.check(&location).await?;
+                    // Also when the file is already gone (deleted by another
+                    // process): a DELETE that succeeds must not leave it served.
+                    dir.forget(&location);
                     Ok(location)
                 }
             })
@@ -436,9 +445,8 @@ impl ObjectStore for Confined {
     ) -> object_store::Result<()> {
         self.0.check(from).await?;
         self.0.check(to).await?;
-        let copied = self.0.inner.copy_opts(from, to, options).await;
-        self.0.forget(to);
-        copied
+        let _forget = self.0.forgetting(to);
+        self.0.inner.copy_opts(from, to, options).await
     }
 
     async fn rename_opts(
@@ -449,10 +457,16 @@ impl ObjectStore for Confined {
     ) -> object_store::Result<()> {
         self.0.check(from).await?;
         self.0.check(to).await?;
-        let renamed = self.0.inner.rename_opts(from, to, options).await;
-        self.0.forget(from);
-        self.0.forget(to);
-        renamed
+        let (_from, _to) = (self.0.forgetting(from), self.0.forgetting(to));
+        self.0.inner.rename_opts(from, to, options).await
+    }
+}
+
+struct Forget(Arc<ConfinedDir>, Path);
+
+impl Drop for Forget {
+    fn drop(&mut self) {
+        self.0.forget(&self.1);
     }
 }
 

@@ -4,8 +4,9 @@
 //! server each trip is a thread wake-up and two context switches, which cost
 //! more than reading a small key. Here a read opens, stats and reads its
 //! first block in one trip, and streams the rest 1 MiB at a time; with files
-//! kept open ([`super::open_files`]), blocks the page cache holds are read
-//! without any trip.
+//! kept open ([`super::open_files`]), raw reads take blocks the page cache
+//! holds without any trip. Reads that load caches or decide writes always
+//! open the file as it is now.
 //!
 //! Metadata (ETag, size, modification time) is computed exactly as
 //! `LocalFileSystem` computes it, so versions seen here and through
@@ -57,7 +58,7 @@ impl LocalReads {
         self.dir.open_files.enable(ttl);
     }
 
-    /// The file at `path`, open: kept open from an earlier read, or opened
+    /// The file at `key`, open: kept open from an earlier read, or opened
     /// now on the blocking pool (and kept when files are kept open).
     /// `None` when it does not exist or is a directory.
     async fn open(&self, key: &StoreKey) -> Result<Option<Arc<OpenFile>>, StoreError> {
@@ -65,6 +66,21 @@ impl LocalReads {
         if let Some(open) = self.dir.open_files.get(key.as_str()) {
             return Ok(Some(open));
         }
+        Ok(self
+            .open_now(key, None, 0)
+            .await?
+            .map(|(opened, _, _)| opened))
+    }
+
+    /// Open the file as it is now and read the first `first_block` bytes of
+    /// `range` in the same trip to the blocking pool; the file is kept open
+    /// for later reads when files are kept open.
+    async fn open_now(
+        &self,
+        key: &StoreKey,
+        range: Option<StoreRange>,
+        first_block: u64,
+    ) -> Result<Option<(Arc<OpenFile>, Range<u64>, Bytes)>, StoreError> {
         let path = self.path(key)?;
         let (dir, owned) = (self.dir.clone(), key.clone());
         blocking(key, move || {
@@ -72,12 +88,45 @@ impl LocalReads {
             let Some(opened) = open_file(&dir, &owned, &path)? else {
                 return Ok(None);
             };
+            let range = match range {
+                None => 0..opened.meta.size,
+                Some(r) => resolve(&owned, r, opened.meta.size)?,
+            };
+            let len = (range.end - range.start).min(first_block) as usize;
+            let first = read_at(&opened.file, range.start, len).map_err(|e| io_error(&owned, e))?;
             let opened = Arc::new(opened);
             dir.open_files
                 .remember(owned.as_str().to_string(), opened.clone(), ticket);
-            Ok(Some(opened))
+            Ok(Some((opened, range, Bytes::from(first))))
         })
         .await
+    }
+
+    /// Open the file (a kept one when `kept_ok`) and read the first block of
+    /// `range`. A kept file that fails to read (replaced on a network file
+    /// system, truncated in place) is dropped and the file opened anew.
+    async fn open_and_read(
+        &self,
+        key: &StoreKey,
+        range: Option<StoreRange>,
+        first_block: u64,
+        kept_ok: bool,
+    ) -> Result<Option<(Arc<OpenFile>, Range<u64>, Bytes)>, StoreError> {
+        if let Some(kept) = kept_ok
+            .then(|| self.dir.open_files.get(key.as_str()))
+            .flatten()
+        {
+            let range = match range.clone() {
+                None => 0..kept.meta.size,
+                Some(r) => resolve(key, r, kept.meta.size)?,
+            };
+            let len = (range.end - range.start).min(first_block) as usize;
+            match read_block(kept.clone(), range.start, len, key).await {
+                Ok(first) => return Ok(Some((kept, range, first))),
+                Err(_) => self.dir.open_files.forget_stale(key.as_str(), &kept),
+            }
+        }
+        self.open_now(key, range, first_block).await
     }
 
     /// Ranges of the version of the value whose ETag is `e_tag`, read
@@ -139,36 +188,41 @@ impl LocalReads {
         .await
     }
 
-    /// The value (or a range of it) as a stream of blocks. `None` when the
-    /// key is missing.
+    /// The value (or a range of it) as a stream of blocks, from a file kept
+    /// open when there is one (what a raw GET serves: as fresh as
+    /// `--recheck-cached` allows). `None` when the key is missing.
     pub(super) async fn get(
         &self,
         key: &StoreKey,
         range: Option<StoreRange>,
     ) -> Result<Option<GetResponse>, StoreError> {
-        let Some(opened) = self.open(key).await? else {
+        let Some((opened, range, first)) = self.open_and_read(key, range, BLOCK, true).await?
+        else {
             return Ok(None);
         };
         let meta = opened.meta.clone();
-        let range = match range {
-            None => 0..meta.size,
-            Some(r) => resolve(key, r, meta.size)?,
+        let rest = (range.start + first.len() as u64)..range.end;
+        let head = futures::stream::once(async move { Ok(first) });
+        let body = if rest.is_empty() {
+            head.boxed()
+        } else {
+            head.chain(file_stream(opened, rest, key.clone())).boxed()
         };
-        let body = file_stream(opened, range.clone(), key.clone());
         Ok(Some(GetResponse { meta, range, body }))
     }
 
-    /// The whole value with its metadata. `None` when missing.
+    /// The whole value with its metadata, as the file is now: these reads
+    /// load cache entries and decide read-modify-writes, which must not
+    /// start from a file another process has since replaced. `None` when
+    /// missing.
     pub(super) async fn get_whole(
         &self,
         key: &StoreKey,
     ) -> Result<Option<(Bytes, KeyMeta)>, StoreError> {
-        let Some(opened) = self.open(key).await? else {
-            return Ok(None);
-        };
-        let meta = opened.meta.clone();
-        let bytes = read_block(opened, 0, meta.size as usize, key).await?;
-        Ok(Some((bytes, meta)))
+        Ok(self
+            .open_now(key, None, u64::MAX)
+            .await?
+            .map(|(opened, _, bytes)| (bytes, opened.meta.clone())))
     }
 }
 
@@ -183,10 +237,15 @@ fn open_file(
     path: &std::path::Path,
 ) -> Result<Option<OpenFile>, StoreError> {
     // A missing file, or a path through a file ("a/b" where "a" is a value), is `None`.
-    let Some(file) = dir
-        .open_read(path)
-        .map_err(|e| StoreError::from_backend(key, e))?
-    else {
+    let opened = match dir.open_read(path) {
+        // Out of file descriptors: the ones kept open go first.
+        Err(e) if out_of_descriptors(&e) => {
+            dir.open_files.close_all();
+            dir.open_read(path)
+        }
+        other => other,
+    };
+    let Some(file) = opened.map_err(|e| StoreError::from_backend(key, e))? else {
         return Ok(None);
     };
     let metadata = file.metadata().map_err(|e| io_error(key, e))?;
@@ -195,6 +254,17 @@ fn open_file(
     }
     let meta = key_meta(&metadata);
     Ok(Some(OpenFile { file, meta }))
+}
+
+fn out_of_descriptors(e: &object_store::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = source {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            return matches!(io.raw_os_error(), Some(libc::EMFILE | libc::ENFILE));
+        }
+        source = err.source();
+    }
+    false
 }
 
 /// `len` bytes at `offset`: in place when the page cache holds them and

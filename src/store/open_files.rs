@@ -9,10 +9,11 @@
 //! and only then does the read go to the pool.
 //!
 //! An open file goes on reading what it opened: a file replaced by a rename
-//! keeps serving its old bytes. Writes through this server forget the
-//! files they replace; changes by other processes are seen once an entry is
-//! older than the time-to-live, which the server sets from
-//! `--recheck-cached` (off when every use is rechecked).
+//! keeps serving its old bytes. Only raw reads use kept files (reads that
+//! load caches or decide writes open the file as it is now). Writes through
+//! this store forget the files they replace; changes by other processes
+//! are seen once an entry is older than the time-to-live, which the server
+//! sets from `--recheck-cached` (off when every use is rechecked).
 
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -22,8 +23,26 @@ use std::time::Duration;
 
 use super::KeyMeta;
 
-/// Files kept open at most (each one file descriptor).
+/// Files one directory store keeps open at most (each one file
+/// descriptor), and at most an eighth of the process's descriptor limit.
 const MAX_OPEN: u64 = 4096;
+
+fn max_open() -> u64 {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes the struct it is given.
+    let soft = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
+        limit.rlim_cur
+    } else {
+        1024
+    };
+    MAX_OPEN.min(soft / 8)
+}
+
+/// Longer times to live are treated as none (moka refuses above 1,000 years).
+const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// A file as it was opened: the handle and the value's size and version then.
 #[derive(Debug)]
@@ -51,15 +70,26 @@ impl std::fmt::Debug for OpenFiles {
 
 impl OpenFiles {
     /// Keep files open for `ttl` (`None`: until this server changes them or
-    /// they are evicted). The first call wins.
+    /// they are evicted; zero: not at all). The first call wins.
     pub fn enable(&self, ttl: Option<Duration>) {
+        if ttl.is_some_and(|t| t.is_zero()) {
+            return;
+        }
         self.cache.get_or_init(|| {
-            let builder = moka::sync::Cache::builder().max_capacity(MAX_OPEN);
-            match ttl {
+            let builder = moka::sync::Cache::builder().max_capacity(max_open());
+            match ttl.filter(|t| *t <= MAX_TTL) {
                 Some(ttl) => builder.time_to_live(ttl).build(),
                 None => builder.build(),
             }
         });
+    }
+
+    /// Close every file kept open (the process ran out of descriptors).
+    pub fn close_all(&self) {
+        if let Some(cache) = self.cache.get() {
+            cache.invalidate_all();
+            cache.run_pending_tasks();
+        }
     }
 
     pub fn get(&self, location: &str) -> Option<Arc<OpenFile>> {

@@ -208,18 +208,37 @@ async fn readers_sharing_a_file_kept_open_each_get_their_own_ranges() {
     }
 }
 
+/// A raw read, which may use a file kept open.
+async fn raw(store: &Store, key: &StoreKey) -> Option<Bytes> {
+    match store.get_with(key, GetRequest::default()).await {
+        Ok(got) => {
+            use futures::TryStreamExt;
+            let parts: Vec<Bytes> = got.body.try_collect().await.unwrap();
+            Some(parts.concat().into())
+        }
+        Err(StoreError::NotFound { .. }) => None,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// Replace the file of `key` as another process would: a rename over it.
+fn replace_behind(dir: &std::path::Path, name: &str, value: &[u8]) {
+    let other = dir.join("upload-by-someone-else");
+    std::fs::write(&other, value).unwrap();
+    std::fs::rename(&other, dir.join(name)).unwrap();
+}
+
 #[tokio::test]
 async fn files_kept_open_follow_writes_here_at_once_and_elsewhere_after_their_time() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::local(dir.path()).unwrap();
     store.keep_files_open(Some(std::time::Duration::from_millis(300)));
     let key = StoreKey::new("a/0.0").unwrap();
-    let read = |store: Store, key: StoreKey| async move { store.get(&key).await.unwrap() };
     store.put(&key, Bytes::from_static(b"one")).await.unwrap();
-    assert_eq!(read(store.clone(), key.clone()).await.unwrap(), "one");
+    assert_eq!(raw(&store, &key).await.unwrap(), "one");
     // Through the store: seen by the next read.
     store.put(&key, Bytes::from_static(b"two")).await.unwrap();
-    assert_eq!(read(store.clone(), key.clone()).await.unwrap(), "two");
+    assert_eq!(raw(&store, &key).await.unwrap(), "two");
     let e_tag = store
         .head(&key)
         .await
@@ -231,14 +250,14 @@ async fn files_kept_open_follow_writes_here_at_once_and_elsewhere_after_their_ti
     let pinned = store.get_range_at(&key, 0..3, Some(&e_tag)).await.unwrap();
     assert_eq!(pinned, "two");
     store.delete(&key).await.unwrap();
-    assert!(read(store.clone(), key.clone()).await.is_none());
+    assert!(raw(&store, &key).await.is_none());
     store.put(&key, Bytes::from_static(b"six")).await.unwrap();
-    assert_eq!(read(store.clone(), key.clone()).await.unwrap(), "six");
-    // By another process (a rename over the file): seen once the time is up.
-    let file = dir.path().join("a").join("0.0");
-    let other = dir.path().join("a").join("upload");
-    std::fs::write(&other, b"ten").unwrap();
-    std::fs::rename(&other, &file).unwrap();
+    assert_eq!(raw(&store, &key).await.unwrap(), "six");
+    // By another process: raw reads see it once the time is up ...
+    replace_behind(&dir.path().join("a"), "0.0", b"ten");
+    assert_eq!(raw(&store, &key).await.unwrap(), "six");
+    // ... reads that load caches or decide writes at once ...
+    assert_eq!(store.get(&key).await.unwrap().unwrap(), "ten");
     let fresh = store
         .head(&key)
         .await
@@ -247,13 +266,41 @@ async fn files_kept_open_follow_writes_here_at_once_and_elsewhere_after_their_ti
         .version
         .e_tag
         .unwrap();
-    // A read pinned to the new version does not get the old file.
+    // ... and so does a read pinned to the new version.
     assert_eq!(
         store.get_range_at(&key, 0..3, Some(&fresh)).await.unwrap(),
         "ten"
     );
     tokio::time::sleep(std::time::Duration::from_millis(400)).await;
-    assert_eq!(read(store.clone(), key.clone()).await.unwrap(), "ten");
+    assert_eq!(raw(&store, &key).await.unwrap(), "ten");
+}
+
+#[tokio::test]
+async fn read_modify_writes_start_from_the_file_as_it_is_now() {
+    // Two servers on one directory: the other one's write must not be lost
+    // because this one still has the old file open.
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::local(dir.path()).unwrap();
+    store.keep_files_open(None);
+    let key = StoreKey::new("counter").unwrap();
+    store.put(&key, Bytes::from_static(b"1")).await.unwrap();
+    assert_eq!(raw(&store, &key).await.unwrap(), "1");
+    replace_behind(dir.path(), "counter", b"2");
+    increment(&store, &key).await;
+    assert_eq!(raw(&store, &key).await.unwrap(), "3");
+}
+
+#[tokio::test]
+async fn deleting_a_file_someone_else_removed_stops_serving_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::local(dir.path()).unwrap();
+    store.keep_files_open(None);
+    let key = StoreKey::new("gone").unwrap();
+    store.put(&key, Bytes::from_static(b"x")).await.unwrap();
+    assert_eq!(raw(&store, &key).await.unwrap(), "x");
+    std::fs::remove_file(dir.path().join("gone")).unwrap();
+    store.delete(&key).await.unwrap();
+    assert!(raw(&store, &key).await.is_none());
 }
 
 #[tokio::test]

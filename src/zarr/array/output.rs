@@ -31,9 +31,15 @@ unsafe impl Send for Output {}
 unsafe impl Sync for Output {}
 
 impl Output {
-    pub(super) fn new(mut data: ArrayBytes, elem: usize) -> Arc<Self> {
+    /// `count` elements of `elem` bytes each (`elem` is 0 for
+    /// variable-length data, and for zero-sized types, which have nothing to
+    /// copy; their count is taken as given).
+    pub(super) fn new(mut data: ArrayBytes, count: usize, elem: usize) -> Arc<Self> {
         let (fixed, variable, len) = match &mut data {
-            ArrayBytes::Fixed(b) => (b.as_mut_ptr(), std::ptr::null_mut(), b.len() / elem.max(1)),
+            ArrayBytes::Fixed(b) if elem > 0 => {
+                (b.as_mut_ptr(), std::ptr::null_mut(), b.len() / elem)
+            }
+            ArrayBytes::Fixed(b) => (b.as_mut_ptr(), std::ptr::null_mut(), count),
             ArrayBytes::Variable(v) => (std::ptr::null_mut(), v.as_mut_ptr(), v.len()),
         };
         Arc::new(Output {
@@ -51,7 +57,11 @@ impl Output {
     }
 
     /// Copy one decoded chunk's part of the selection into its elements.
-    pub(super) fn scatter(
+    ///
+    /// # Safety
+    /// Parts copied at the same time must not share output elements, as the
+    /// parts of different chunks of one resolved selection never do.
+    pub(super) unsafe fn scatter(
         &self,
         chunk: &ArrayBytes,
         chunk_shape: &[usize],
@@ -87,6 +97,7 @@ impl Output {
             return false;
         }
         match chunk {
+            ArrayBytes::Fixed(_) if self.elem == 0 => {}
             ArrayBytes::Fixed(c) if !self.fixed.is_null() => {
                 let e = self.elem;
                 let Some(src) = c.get(s * e..(s + n) * e) else {
@@ -123,14 +134,15 @@ mod tests {
     #[test]
     fn parts_of_different_chunks_fill_their_own_elements() {
         // A 2 x 4 output from two 2 x 2 chunks, the second copied on another thread.
-        let out = Output::new(ArrayBytes::Fixed(vec![0; 8]), 1);
+        let out = Output::new(ArrayBytes::Fixed(vec![0; 8]), 8, 1);
         let left = ArrayBytes::Fixed(vec![1, 2, 3, 4]);
         let right = ArrayBytes::Fixed(vec![5, 6, 7, 8]);
         let part = |dst| ChunkPart::Block(vec![DimMap::range(0, 0, 2), DimMap::range(0, dst, 2)]);
         let other = out.clone();
         let (p, r) = (part(2), right.clone());
-        let t = std::thread::spawn(move || other.scatter(&r, &[2, 2], &p, &[2, 4]));
-        out.scatter(&left, &[2, 2], &part(0), &[2, 4]).unwrap();
+        // SAFETY (both): the two parts are different columns.
+        let t = std::thread::spawn(move || unsafe { other.scatter(&r, &[2, 2], &p, &[2, 4]) });
+        unsafe { out.scatter(&left, &[2, 2], &part(0), &[2, 4]) }.unwrap();
         t.join().unwrap().unwrap();
         assert_eq!(
             out.into_inner(),
@@ -140,10 +152,11 @@ mod tests {
 
     #[test]
     fn points_and_variable_length_elements_land_where_they_belong() {
-        let out = Output::new(ArrayBytes::Variable(vec![vec![]; 3]), 0);
+        let out = Output::new(ArrayBytes::Variable(vec![vec![]; 3]), 3, 0);
         let chunk = ArrayBytes::Variable(vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec()]);
         let points = ChunkPart::Points(vec![(0, vec![2]), (2, vec![0])]);
-        out.scatter(&chunk, &[3], &points, &[3]).unwrap();
+        // SAFETY: one writer.
+        unsafe { out.scatter(&chunk, &[3], &points, &[3]) }.unwrap();
         assert_eq!(
             out.into_inner(),
             Some(ArrayBytes::Variable(vec![
@@ -155,13 +168,23 @@ mod tests {
     }
 
     #[test]
+    fn zero_sized_elements_have_nothing_to_copy() {
+        let out = Output::new(ArrayBytes::Fixed(vec![]), 4, 0);
+        let part = ChunkPart::Block(vec![DimMap::range(0, 1, 2)]);
+        // SAFETY: one writer.
+        unsafe { out.scatter(&ArrayBytes::Fixed(vec![]), &[2], &part, &[4]) }.unwrap();
+        assert_eq!(out.into_inner(), Some(ArrayBytes::Fixed(vec![])));
+    }
+
+    #[test]
     fn a_part_outside_the_output_is_an_error_not_a_wild_write() {
-        let out = Output::new(ArrayBytes::Fixed(vec![0; 4]), 4);
+        let out = Output::new(ArrayBytes::Fixed(vec![0; 4]), 1, 4);
         let chunk = ArrayBytes::Fixed(vec![9; 8]);
         let beyond = ChunkPart::Block(vec![DimMap::range(0, 1, 2)]);
-        assert!(out.scatter(&chunk, &[2], &beyond, &[2]).is_err());
+        // SAFETY: one writer.
+        assert!(unsafe { out.scatter(&chunk, &[2], &beyond, &[2]) }.is_err());
         let short = ChunkPart::Block(vec![DimMap::range(1, 0, 2)]);
-        let out = Output::new(ArrayBytes::Fixed(vec![0; 8]), 4);
-        assert!(out.scatter(&chunk, &[2], &short, &[2]).is_err());
+        let out = Output::new(ArrayBytes::Fixed(vec![0; 8]), 2, 4);
+        assert!(unsafe { out.scatter(&chunk, &[2], &short, &[2]) }.is_err());
     }
 }

@@ -33,6 +33,7 @@ impl Array {
         let fill = &self.chunk_repr.fill.0;
         let out = Output::new(
             ArrayBytes::filled(fill, n, self.meta.dtype.is_variable()),
+            n,
             self.elem_size(),
         );
         if n > 0 {
@@ -64,11 +65,17 @@ impl Array {
         out: &Arc<Output>,
         out_shape: &[usize],
     ) -> Result<()> {
+        // SAFETY (both copies): `part` is one chunk's part of a resolved
+        // selection; no other chunk's part shares its output elements.
         if part_bytes(&part, self.elem_size()) <= INLINE_COPY_BYTES {
-            return out.scatter(&chunk, &chunk_shape, &part, out_shape);
+            unsafe { out.scatter(&chunk, &chunk_shape, &part, out_shape) }?;
+            // Cached chunks come without a pause: let other requests on this
+            // thread run between copies.
+            tokio::task::consume_budget().await;
+            return Ok(());
         }
         let (out, out_shape) = (out.clone(), out_shape.to_vec());
-        run_blocking(move || out.scatter(&chunk, &chunk_shape, &part, &out_shape)).await
+        run_blocking(move || unsafe { out.scatter(&chunk, &chunk_shape, &part, &out_shape) }).await
     }
 
     async fn read_chunked(&self, selection: &Resolved, out: &Arc<Output>) -> Result<()> {
@@ -249,13 +256,14 @@ impl Array {
 /// takes ~20 µs, about what handing it to the blocking pool and back costs.
 const INLINE_COPY_BYTES: usize = 256 << 10;
 
-/// Bytes a chunk's part puts into the output (elements for variable-length data).
+/// Bytes a chunk's part puts into the output (a variable-length element
+/// counts as an allocation and a copy of a typical string).
 fn part_bytes(part: &ChunkPart, elem: usize) -> usize {
-    let elements = match part {
+    let elements: usize = match part {
         ChunkPart::Block(maps) => maps.iter().map(|m| m.len()).product(),
         ChunkPart::Points(points) => points.len(),
     };
-    elements * elem.max(1)
+    elements.saturating_mul(if elem == 0 { 64 } else { elem })
 }
 
 /// How often a shard read starts over when writers keep replacing the shard.

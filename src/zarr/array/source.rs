@@ -110,7 +110,9 @@ impl ChunkSource for Direct {
 /// chunks again whenever slabs split a chunk row (and two slabs are read at
 /// once); with the server's cache off, or full of data it will not evict
 /// for these, each such chunk would otherwise be fetched and decoded once
-/// per slab. Loads of one chunk are shared by concurrent slabs.
+/// per slab. Loads of one (unsharded) chunk are shared by concurrent slabs;
+/// inner chunks of a shard are fetched in vectored reads and kept, not shared
+/// while in flight.
 #[derive(Debug)]
 pub struct Recent {
     inner: Arc<dyn ChunkSource>,
@@ -124,8 +126,10 @@ impl Recent {
     pub fn new(inner: Arc<dyn ChunkSource>, budget: u64) -> Self {
         let kept = moka::future::Cache::builder()
             .max_capacity(budget)
+            // A missing chunk weighs its entry too: a sparse array must not
+            // let the entries grow without bound.
             .weigher(|_, c: &Option<Arc<ArrayBytes>>| {
-                let bytes = c.as_ref().map_or(0, |c| c.footprint());
+                let bytes = c.as_ref().map_or(0, |c| c.footprint()) + 128;
                 u32::try_from(bytes).unwrap_or(u32::MAX)
             })
             // A reader moves on through the array: what it used last is
