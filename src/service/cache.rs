@@ -262,7 +262,7 @@ impl ZarrCache {
                     load().await
                 })
                 .await
-                .map_err(unshare)?;
+                .map_err(ZarrError::unshare)?;
             if loaded.load(Ordering::Relaxed) {
                 self.counters.misses.fetch_add(1, Ordering::Relaxed);
                 // One entry that fills much of the cache would evict
@@ -354,10 +354,6 @@ impl ZarrCache {
 
 /// moka shares a failed load's error among waiters; give each its own copy,
 /// of the same kind (a store outage stays a store error for every waiter).
-fn unshare(e: Arc<ZarrError>) -> ZarrError {
-    Arc::try_unwrap(e).unwrap_or_else(|shared| shared.shared_copy())
-}
-
 /// The cache as the engine's chunk source.
 #[derive(Debug, Clone)]
 pub struct CachedSource(pub Arc<ZarrCache>);

@@ -78,6 +78,12 @@ impl ZarrError {
         matches!(self, ZarrError::Store(StoreError::Precondition { .. }))
     }
 
+    /// The error of a shared load (moka hands each waiter an `Arc`): the
+    /// error itself for the last holder, else a copy of the same kind.
+    pub fn unshare(shared: std::sync::Arc<ZarrError>) -> ZarrError {
+        std::sync::Arc::try_unwrap(shared).unwrap_or_else(|e| e.shared_copy())
+    }
+
     /// A copy of an error that several waiters share (a cache load that
     /// failed): the same kind, so each waiter gets the same status.
     pub fn shared_copy(&self) -> ZarrError {

@@ -148,7 +148,7 @@ impl ChunkSource for Recent {
                 self.inner.chunk(array, key).await
             })
             .await
-            .map_err(|e| Arc::try_unwrap(e).unwrap_or_else(|shared| shared.shared_copy()))
+            .map_err(ZarrError::unshare)
     }
 
     async fn shard_index(&self, array: &Array, key: &StoreKey) -> Result<Option<Arc<ShardIndex>>> {
