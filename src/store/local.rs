@@ -84,7 +84,7 @@ impl LocalReads {
         let path = self.path(key)?;
         let (dir, owned) = (self.dir.clone(), key.clone());
         blocking(key, move || {
-            let ticket = dir.open_files.ticket();
+            let ticket = dir.open_files.ticket(owned.as_str());
             let Some(opened) = open_file(&dir, &owned, &path)? else {
                 return Ok(None);
             };

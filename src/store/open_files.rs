@@ -41,6 +41,14 @@ fn max_open() -> u64 {
     MAX_OPEN.min(soft / 8)
 }
 
+const STRIPES: usize = 32;
+
+fn stripe(location: &str) -> usize {
+    use std::hash::{BuildHasher, BuildHasherDefault};
+    let hasher = BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default();
+    (hasher.hash_one(location) % STRIPES as u64) as usize
+}
+
 /// Longer times to live are treated as none (moka refuses above 1,000 years).
 const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
 
@@ -56,8 +64,9 @@ pub(super) struct OpenFile {
 pub(super) struct OpenFiles {
     cache: OnceLock<moka::sync::Cache<String, Arc<OpenFile>>>,
     /// Counts writes, so that a file opened before a write cannot be
-    /// remembered after it (see [`OpenFiles::remember`]).
-    writes: AtomicU64,
+    /// remembered after it (see [`OpenFiles::remember`]); striped by key, so
+    /// that steady writes elsewhere do not keep every file from being kept.
+    writes: [AtomicU64; STRIPES],
 }
 
 impl std::fmt::Debug for OpenFiles {
@@ -96,9 +105,10 @@ impl OpenFiles {
         self.cache.get()?.get(location)
     }
 
-    /// The write count, read before opening a file that may be remembered.
-    pub fn ticket(&self) -> u64 {
-        self.writes.load(Ordering::SeqCst)
+    /// The write count of `location`'s stripe, read before opening a file
+    /// that may be remembered.
+    pub fn ticket(&self, location: &str) -> u64 {
+        self.writes[stripe(location)].load(Ordering::SeqCst)
     }
 
     /// Remember a file opened after `ticket` was taken, unless a write
@@ -110,7 +120,7 @@ impl OpenFiles {
         cache.insert(location.clone(), file);
         // A writer counts before it forgets: either it forgets this entry,
         // or this check sees its count.
-        if self.writes.load(Ordering::SeqCst) != ticket {
+        if self.writes[stripe(&location)].load(Ordering::SeqCst) != ticket {
             cache.invalidate(&location);
         }
     }
@@ -132,7 +142,7 @@ impl OpenFiles {
 
     /// The file at `location` was written, replaced or deleted.
     pub fn forget(&self, location: &str) {
-        self.writes.fetch_add(1, Ordering::SeqCst);
+        self.writes[stripe(location)].fetch_add(1, Ordering::SeqCst);
         if let Some(cache) = self.cache.get() {
             cache.invalidate(location);
         }
@@ -194,15 +204,24 @@ mod tests {
         std::fs::write(&path, b"old").unwrap();
         let files = OpenFiles::default();
         files.enable(None);
-        let ticket = files.ticket();
+        let ticket = files.ticket("v");
         let opened = open(&path);
         files.forget("v");
         files.remember("v".into(), opened.clone(), ticket);
         assert!(files.get("v").is_none());
-        files.remember("v".into(), opened, files.ticket());
+        files.remember("v".into(), opened.clone(), files.ticket("v"));
         assert!(files.get("v").is_some());
         files.forget("v");
         assert!(files.get("v").is_none());
+        // Writes to other keys (in another stripe) do not keep it out.
+        let other = (0..)
+            .map(|i| format!("k{i}"))
+            .find(|k| stripe(k) != stripe("v"))
+            .unwrap();
+        let ticket = files.ticket("v");
+        files.forget(&other);
+        files.remember("v".into(), opened, ticket);
+        assert!(files.get("v").is_some());
     }
 
     #[test]
@@ -211,7 +230,7 @@ mod tests {
         let path = dir.path().join("v");
         std::fs::write(&path, b"x").unwrap();
         let files = OpenFiles::default();
-        files.remember("v".into(), open(&path), files.ticket());
+        files.remember("v".into(), open(&path), files.ticket("v"));
         assert!(files.get("v").is_none());
     }
 }
