@@ -275,16 +275,23 @@ async fn files_kept_open_follow_writes_here_at_once_and_elsewhere_after_their_ti
     assert_eq!(raw(&store, &key).await.unwrap(), "ten");
 }
 
+/// A directory store keeping files open, with `name` written and read raw
+/// once (so its file is kept open).
+async fn kept_open_with(name: &str, value: &'static [u8]) -> (tempfile::TempDir, Store, StoreKey) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::local(dir.path()).unwrap();
+    store.keep_files_open(None);
+    let key = StoreKey::new(name).unwrap();
+    store.put(&key, Bytes::from_static(value)).await.unwrap();
+    assert_eq!(raw(&store, &key).await.unwrap(), value);
+    (dir, store, key)
+}
+
 #[tokio::test]
 async fn read_modify_writes_start_from_the_file_as_it_is_now() {
     // Two servers on one directory: the other one's write must not be lost
     // because this one still has the old file open.
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::local(dir.path()).unwrap();
-    store.keep_files_open(None);
-    let key = StoreKey::new("counter").unwrap();
-    store.put(&key, Bytes::from_static(b"1")).await.unwrap();
-    assert_eq!(raw(&store, &key).await.unwrap(), "1");
+    let (dir, store, key) = kept_open_with("counter", b"1").await;
     replace_behind(dir.path(), "counter", b"2");
     increment(&store, &key).await;
     assert_eq!(raw(&store, &key).await.unwrap(), "3");
@@ -292,12 +299,7 @@ async fn read_modify_writes_start_from_the_file_as_it_is_now() {
 
 #[tokio::test]
 async fn deleting_a_file_someone_else_removed_stops_serving_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Store::local(dir.path()).unwrap();
-    store.keep_files_open(None);
-    let key = StoreKey::new("gone").unwrap();
-    store.put(&key, Bytes::from_static(b"x")).await.unwrap();
-    assert_eq!(raw(&store, &key).await.unwrap(), "x");
+    let (dir, store, key) = kept_open_with("gone", b"x").await;
     std::fs::remove_file(dir.path().join("gone")).unwrap();
     store.delete(&key).await.unwrap();
     assert!(raw(&store, &key).await.is_none());
