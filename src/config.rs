@@ -177,6 +177,10 @@ pub struct ServeArgs {
     /// Most pixels one image (format=png) may have [default: 16777216]
     #[arg(long, env = "ZARRD_MAX_IMAGE_PIXELS")]
     pub max_image_pixels: Option<u64>,
+    /// Where the targets of a reference set given as ROOT (a `.json` file)
+    /// may lie, comma-separated folders or URL prefixes [default: the set's folder]
+    #[arg(long, env = "ZARRD_REFERENCE_TARGETS", value_delimiter = ',')]
+    pub reference_targets: Option<Vec<String>>,
     /// `[cors]` in the file (origins also from --cors-origins).
     #[arg(skip)]
     pub cors: Cors,
@@ -247,6 +251,7 @@ impl ServeArgs {
             header_timeout: self.header_timeout.or(file.header_timeout),
             body_timeout: self.body_timeout.or(file.body_timeout),
             max_image_pixels: self.max_image_pixels.or(file.max_image_pixels),
+            reference_targets: self.reference_targets.or(file.reference_targets),
             cors: file.cors,
             mounts: file.mounts,
             tokens: file.tokens,
@@ -274,7 +279,8 @@ fn seconds(
     }
 }
 
-/// A mount in the config file: a URL, or `{ url = "...", read_only = true }`.
+/// A mount in the config file: a URL, `{ url = "...", read_only = true }`,
+/// or `{ references = "...", targets = [...] }`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
 pub enum MountSpec {
@@ -284,6 +290,44 @@ pub enum MountSpec {
         #[serde(default)]
         read_only: bool,
     },
+    References {
+        references: String,
+        #[serde(default)]
+        targets: Vec<String>,
+    },
+}
+
+/// What a root or a mount serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A directory, or a store URL.
+    Store(String),
+    /// A kerchunk reference set (virtual Zarr), whose targets may lie
+    /// under `targets` (none: the set's own folder).
+    References { url: String, targets: Vec<String> },
+}
+
+impl Source {
+    /// A ROOT as given: a reference set when it names a `.json` file.
+    pub fn root(location: &str, targets: &[String]) -> Source {
+        let path = location.split(['?', '#']).next().unwrap_or(location);
+        if path.to_ascii_lowercase().ends_with(".json") {
+            Source::References {
+                url: location.to_string(),
+                targets: targets.to_vec(),
+            }
+        } else {
+            Source::Store(location.to_string())
+        }
+    }
+}
+
+/// A store served under a top-level name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    pub name: String,
+    pub source: Source,
+    pub read_only: bool,
 }
 
 /// Cross-origin access for browsers (`[cors]` in the config file).
@@ -366,8 +410,10 @@ pub struct Config {
     /// Most pixels one image may have (413 beyond).
     pub max_image_pixels: u64,
     pub cors: Cors,
-    /// Stores mounted under top-level names: (name, URL, read-only).
-    pub mounts: Vec<(String, String, bool)>,
+    /// Stores mounted under top-level names.
+    pub mounts: Vec<Mount>,
+    /// Where the targets of a reference set given as ROOT may lie.
+    pub reference_targets: Vec<String>,
 }
 
 impl Default for Config {
@@ -395,6 +441,7 @@ impl Default for Config {
             max_image_pixels: 1 << 24,
             cors: Cors::default(),
             mounts: Vec::new(),
+            reference_targets: Vec::new(),
         }
     }
 }
@@ -456,11 +503,29 @@ impl Config {
             mounts: o
                 .mounts
                 .into_iter()
-                .map(|(name, spec)| match spec {
-                    MountSpec::Url(url) => (name, url, false),
-                    MountSpec::Full { url, read_only } => (name, url, read_only),
+                .map(|(name, spec)| {
+                    let (source, read_only) = match spec {
+                        MountSpec::Url(url) => (Source::Store(url), false),
+                        MountSpec::Full { url, read_only } => (Source::Store(url), read_only),
+                        MountSpec::References {
+                            references,
+                            targets,
+                        } => (
+                            Source::References {
+                                url: references,
+                                targets,
+                            },
+                            true,
+                        ),
+                    };
+                    Mount {
+                        name,
+                        source,
+                        read_only,
+                    }
                 })
                 .collect(),
+            reference_targets: o.reference_targets.unwrap_or_default(),
         })
     }
 }
@@ -520,18 +585,42 @@ mod tests {
         assert_eq!(c.cache_size, 1 << 30);
         assert_eq!(c.recheck_cached, Recheck::After(Duration::from_secs(30)));
         assert_eq!(c.json_limit, 64 << 20);
-        std::fs::write(&path, "[mounts]\nera5 = \"memory://\"\nscratch = { url = \"file:///tmp/x\", read_only = true }\n").unwrap();
+        std::fs::write(&path, "[mounts]\nera5 = \"memory://\"\nscratch = { url = \"file:///tmp/x\", read_only = true }\nnc = { references = \"s3://b/refs.json\", targets = [\"s3://b/nc/\"] }\n").unwrap();
         let c = Config::resolve(ServeArgs {
             config: Some(path.clone()),
             ..Default::default()
         })
         .unwrap();
+        let mount = |name: &str, source: Source, read_only| Mount {
+            name: name.into(),
+            source,
+            read_only,
+        };
         assert_eq!(
             c.mounts,
             vec![
-                ("era5".to_string(), "memory://".to_string(), false),
-                ("scratch".to_string(), "file:///tmp/x".to_string(), true)
+                mount("era5", Source::Store("memory://".into()), false),
+                mount(
+                    "nc",
+                    Source::References {
+                        url: "s3://b/refs.json".into(),
+                        targets: vec!["s3://b/nc/".into()]
+                    },
+                    true
+                ),
+                mount("scratch", Source::Store("file:///tmp/x".into()), true),
             ]
+        );
+        assert_eq!(
+            Source::root("/data/refs.JSON", &[]),
+            Source::References {
+                url: "/data/refs.JSON".into(),
+                targets: vec![]
+            }
+        );
+        assert_eq!(
+            Source::root("/data/zarr", &[]),
+            Source::Store("/data/zarr".into())
         );
         std::fs::write(&path, "cache_sise = 1\n").unwrap();
         let err = Config::resolve(ServeArgs {

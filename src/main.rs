@@ -1,7 +1,7 @@
 //! The `zarrd` command line: parse, build the configuration, run.
 
 use clap::{Parser, Subcommand};
-use zarrd::config::{Config, LogFormat, ServeArgs};
+use zarrd::config::{Config, LogFormat, ServeArgs, Source};
 use zarrd::http::{serve, AppState};
 use zarrd::store::Store;
 
@@ -85,18 +85,24 @@ fn raise_file_limit() {
     }
 }
 
+async fn open(source: &Source) -> Result<Store, zarrd::store::StoreError> {
+    match source {
+        Source::Store(location) => Store::open(location),
+        Source::References { url, targets } => Store::references(url, targets).await,
+    }
+}
+
 async fn run(config: Config) -> Result<(), Box<dyn std::error::Error>> {
     let mut store = if config.demo {
         zarrd::demo::store().await?
     } else {
-        Store::open(&config.root)?
+        open(&Source::root(&config.root, &config.reference_targets)).await?
     };
     if !config.mounts.is_empty() {
-        let mounts = config
-            .mounts
-            .iter()
-            .map(|(name, url, read_only)| Store::open(url).map(|s| (name.clone(), s, *read_only)))
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut mounts = Vec::new();
+        for m in &config.mounts {
+            mounts.push((m.name.clone(), open(&m.source).await?, m.read_only));
+        }
         store = Store::with_mounts(store, mounts)?;
     }
     serve(AppState::new(store, config)).await?;

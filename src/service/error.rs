@@ -88,6 +88,8 @@ impl From<StoreError> for ServiceError {
             StoreError::ReadOnly { .. } => (Forbidden, "read_only"),
             StoreError::Forbidden { .. } => (Forbidden, "forbidden_key"),
             StoreError::BadUrl { .. } => (Internal, "bad_store"),
+            // The data the reference names is not there: the store failed.
+            StoreError::BadReference(_) => (StoreUnavailable, "bad_reference"),
             StoreError::Backend { .. } => {
                 crate::metrics::count(&crate::metrics::STORE_ERRORS);
                 (StoreUnavailable, "store_error")

@@ -41,11 +41,15 @@ fn with_prefix(inner: Arc<dyn ObjectStore>, url: &Url) -> Arc<dyn ObjectStore> {
     }
 }
 
-/// A store for an object storage URL.
-pub fn open_url(location: &str) -> Result<Store, StoreError> {
-    let url = Url::parse(location).map_err(|e| bad(location, e))?;
+/// The store holding a URL's objects, without the URL's path: the bucket
+/// (`s3://`, `gs://`, `az://`), the host (`http(s)://`, read-only), or the
+/// local file system (`file://`). `abfs(s)://` URLs name their container in
+/// the URL and are opened from all of it.
+pub(super) fn bucket_store(url: &Url) -> Result<Arc<dyn ObjectStore>, StoreError> {
+    let location = url.as_str();
     let bucket_url = format!("{}://{}", url.scheme(), url.host_str().unwrap_or(""));
-    let inner: Arc<dyn ObjectStore> = match url.scheme() {
+    Ok(match url.scheme() {
+        "file" => Arc::new(object_store::local::LocalFileSystem::new()),
         "s3" | "s3a" => Arc::new(
             object_store::aws::AmazonS3Builder::from_env()
                 .with_url(&bucket_url)
@@ -68,17 +72,40 @@ pub fn open_url(location: &str) -> Result<Store, StoreError> {
                 .build()
                 .map_err(|e| bad(location, e))?,
         ),
-        "http" | "https" => {
-            let store = object_store::http::HttpBuilder::new()
-                .with_url(location.trim_end_matches('/'))
-                .with_client_options(object_store::ClientOptions::new().with_allow_http(url.scheme() == "http"))
+        "http" | "https" => Arc::new(
+            object_store::http::HttpBuilder::new()
+                .with_url(&bucket_url)
+                .with_client_options(
+                    object_store::ClientOptions::new().with_allow_http(url.scheme() == "http"),
+                )
                 .with_retry(retries())
-                .build().map_err(|e| bad(location, e))?;
-            let s = Store::with_coordination(Arc::new(store), location, Coordination::CompareAndSwap);
-            return Ok(s.into_read_only());
-        }
+                .build()
+                .map_err(|e| bad(location, e))?,
+        ),
         other => return Err(bad(location, format!("unsupported scheme '{other}' (use a directory, file://, memory://, s3://, gs://, az:// or http(s)://)"))),
-    };
+    })
+}
+
+/// A store for an object storage URL.
+pub fn open_url(location: &str) -> Result<Store, StoreError> {
+    let url = Url::parse(location).map_err(|e| bad(location, e))?;
+    if matches!(url.scheme(), "http" | "https") {
+        // The URL's path is where the store starts, not an object in it.
+        let store = object_store::http::HttpBuilder::new()
+            .with_url(location.trim_end_matches('/'))
+            .with_client_options(
+                object_store::ClientOptions::new().with_allow_http(url.scheme() == "http"),
+            )
+            .with_retry(retries())
+            .build()
+            .map_err(|e| bad(location, e))?;
+        let s = Store::with_coordination(Arc::new(store), location, Coordination::CompareAndSwap);
+        return Ok(s.into_read_only());
+    }
+    if url.scheme() == "file" {
+        return Err(bad(location, "file:// URLs are opened as directories"));
+    }
+    let inner = bucket_store(&url)?;
     let inner = if url.scheme().starts_with("abfs") {
         inner
     } else {

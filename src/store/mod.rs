@@ -9,6 +9,7 @@ mod key;
 mod local;
 mod open_files;
 mod read_only;
+mod references;
 pub mod update;
 mod zip;
 
@@ -60,6 +61,9 @@ pub enum StoreError {
     Forbidden { key: String, reason: String },
     #[error("store URL '{url}': {reason}")]
     BadUrl { url: String, reason: String },
+    /// A reference (virtual Zarr) whose target is missing or too short.
+    #[error("{0}")]
+    BadReference(String),
     #[error("store error on '{key}': {source}")]
     Backend {
         key: String,
@@ -107,6 +111,7 @@ impl StoreError {
                 url: url.clone(),
                 reason: reason.clone(),
             },
+            StoreError::BadReference(message) => StoreError::BadReference(message.clone()),
             StoreError::Backend { key: k, source } => StoreError::Backend {
                 key: key(k),
                 source: object_store::Error::Generic {
@@ -141,6 +146,22 @@ impl StoreError {
                         .downcast_ref::<read_only::Refused>()
                         .map(|r| r.0.clone())
                         .unwrap_or_default(),
+                }
+            }
+            object_store::Error::Generic { source, .. } if source.is::<references::Broken>() => {
+                match source.downcast::<references::Broken>() {
+                    Ok(b) if b.disallowed => StoreError::Forbidden {
+                        key: b.key,
+                        reason: b.reason,
+                    },
+                    Ok(b) => StoreError::BadReference(b.to_string()),
+                    Err(source) => StoreError::Backend {
+                        key,
+                        source: object_store::Error::Generic {
+                            store: "references",
+                            source,
+                        },
+                    },
                 }
             }
             object_store::Error::Generic { source, .. } if source.is::<Escape>() => {

@@ -1,0 +1,536 @@
+//! Reference stores ("virtual Zarr"): a kerchunk reference set maps each
+//! Zarr key to inline bytes or to a byte range of another file (NetCDF4,
+//! HDF5, TIFF, ...), so those archives are served as Zarr without copying
+//! a byte. Every read of a key is a ranged read of its target through
+//! object_store; the set itself never changes while served, and writes are
+//! refused (the keys point into files the set does not own).
+
+mod kerchunk;
+mod targets;
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetRange, GetResult, GetResultPayload, ListResult, MultipartUpload,
+    ObjectMeta, ObjectStore, ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload,
+    PutResult,
+};
+use sha2::{Digest, Sha256};
+
+pub use targets::TargetError;
+use targets::Targets;
+
+use super::{Store, StoreError};
+
+/// Where one key's bytes are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ref {
+    /// In the reference set itself.
+    Inline(Bytes),
+    /// `length` bytes of the target from `offset`.
+    Range {
+        url: Arc<str>,
+        offset: u64,
+        length: u64,
+    },
+    /// The whole target.
+    Whole { url: Arc<str> },
+}
+
+/// Why a key's reference cannot be followed: a target that is missing,
+/// shorter than the reference says, or outside the allowed locations.
+#[derive(Debug, thiserror::Error)]
+#[error("key '{key}': {reason}")]
+pub struct Broken {
+    pub key: String,
+    pub reason: String,
+    /// The target is outside the allowed locations (refused, not failed).
+    pub disallowed: bool,
+}
+
+/// A reference set as an object store.
+#[derive(Debug)]
+pub struct References {
+    refs: BTreeMap<String, Ref>,
+    targets: Targets,
+    /// The set's own URL, for messages.
+    source: String,
+    /// When the set was read: the time of its inline values.
+    loaded: DateTime<Utc>,
+}
+
+fn generic(err: impl std::error::Error + Send + Sync + 'static) -> object_store::Error {
+    object_store::Error::Generic {
+        store: "references",
+        source: Box::new(err),
+    }
+}
+
+fn read_only() -> object_store::Error {
+    generic(super::read_only::Refused(
+        "of kerchunk references (its keys point into other files)".into(),
+    ))
+}
+
+/// A validator that changes when the reference or its target does.
+fn etag(parts: &[&[u8]]) -> String {
+    let mut h = Sha256::new();
+    for p in parts {
+        h.update((p.len() as u64).to_le_bytes());
+        h.update(p);
+    }
+    hex::encode(&h.finalize()[..16])
+}
+
+/// The part `range` asks for of a value of `size` bytes.
+fn part(key: &str, range: Option<&GetRange>, size: u64) -> object_store::Result<Range<u64>> {
+    let r = match range {
+        None => return Ok(0..size),
+        Some(GetRange::Bounded(r)) if r.start < size && r.start <= r.end => {
+            r.start..r.end.min(size)
+        }
+        Some(GetRange::Offset(o)) if *o < size => *o..size,
+        Some(GetRange::Suffix(n)) => size.saturating_sub(*n)..size,
+        // Reported as the store reports a range past the end; the caller
+        // checks the size and answers 416.
+        Some(r) => {
+            return Err(object_store::Error::Generic {
+                store: "references",
+                source: format!("range {r} is outside '{key}' of {size} bytes").into(),
+            })
+        }
+    };
+    Ok(r)
+}
+
+impl References {
+    /// The set in `text`, read from `source`, whose targets may lie under
+    /// `allowed` (none: the set's own folder).
+    pub fn parse(text: &[u8], source: &str, allowed: &[String]) -> Result<Self, StoreError> {
+        let bad = |reason: String| StoreError::BadUrl {
+            url: source.to_string(),
+            reason,
+        };
+        let refs = kerchunk::parse(text).map_err(|e| bad(e.0))?;
+        let base = targets::location_url(source).map_err(bad)?;
+        let targets = Targets::new(base, allowed).map_err(bad)?;
+        Ok(References {
+            refs,
+            targets,
+            source: source.to_string(),
+            loaded: Utc::now(),
+        })
+    }
+
+    fn broken(&self, key: &str, reason: String, disallowed: bool) -> object_store::Error {
+        generic(Broken {
+            key: key.to_string(),
+            reason,
+            disallowed,
+        })
+    }
+
+    fn target(&self, key: &str, url: &str) -> object_store::Result<(Arc<dyn ObjectStore>, Path)> {
+        self.targets.resolve(url).map_err(|e| {
+            let disallowed = matches!(e, TargetError::Disallowed { .. });
+            self.broken(key, e.to_string(), disallowed)
+        })
+    }
+
+    /// A target's failure as the key's: a missing target is a broken
+    /// reference (the key exists; its bytes do not), anything else the
+    /// backend's error.
+    fn target_failed(&self, key: &str, url: &str, e: object_store::Error) -> object_store::Error {
+        match e {
+            object_store::Error::NotFound { .. } => {
+                self.broken(key, format!("its target '{url}' does not exist"), false)
+            }
+            other => other,
+        }
+    }
+
+    /// The key's size, validator and time, with one look at its target
+    /// (none for inline values).
+    async fn meta(&self, key: &str, r: &Ref) -> object_store::Result<ObjectMeta> {
+        let location = Path::from(key);
+        match r {
+            Ref::Inline(bytes) => Ok(ObjectMeta {
+                location,
+                last_modified: self.loaded,
+                size: bytes.len() as u64,
+                e_tag: Some(etag(&[bytes])),
+                version: None,
+            }),
+            Ref::Range {
+                url,
+                offset,
+                length,
+            } => {
+                let (store, path) = self.target(key, url)?;
+                let target = store
+                    .head(&path)
+                    .await
+                    .map_err(|e| self.target_failed(key, url, e))?;
+                self.ranged_meta(key, url, *offset, *length, &target)
+            }
+            Ref::Whole { url } => {
+                let (store, path) = self.target(key, url)?;
+                let target = store
+                    .head(&path)
+                    .await
+                    .map_err(|e| self.target_failed(key, url, e))?;
+                Ok(ObjectMeta {
+                    location,
+                    last_modified: target.last_modified,
+                    size: target.size,
+                    e_tag: Some(etag(&[
+                        url.as_bytes(),
+                        target.e_tag.as_deref().unwrap_or("").as_bytes(),
+                    ])),
+                    version: None,
+                })
+            }
+        }
+    }
+
+    fn ranged_meta(
+        &self,
+        key: &str,
+        url: &str,
+        offset: u64,
+        length: u64,
+        target: &ObjectMeta,
+    ) -> object_store::Result<ObjectMeta> {
+        if offset.saturating_add(length) > target.size {
+            return Err(self.broken(
+                key,
+                format!(
+                    "it refers to bytes {offset}..{} of '{url}', which has {} bytes",
+                    offset.saturating_add(length),
+                    target.size
+                ),
+                false,
+            ));
+        }
+        Ok(ObjectMeta {
+            location: Path::from(key),
+            last_modified: target.last_modified,
+            size: length,
+            e_tag: Some(etag(&[
+                url.as_bytes(),
+                &offset.to_le_bytes(),
+                &length.to_le_bytes(),
+                target.e_tag.as_deref().unwrap_or("").as_bytes(),
+            ])),
+            version: None,
+        })
+    }
+
+    fn lookup(&self, location: &Path) -> object_store::Result<&Ref> {
+        self.refs
+            .get(location.as_ref())
+            .ok_or_else(|| object_store::Error::NotFound {
+                path: location.to_string(),
+                source: format!("no reference in {}", self.source).into(),
+            })
+    }
+
+    fn under<'a>(&'a self, prefix: Option<&Path>) -> impl Iterator<Item = (&'a String, &'a Ref)> {
+        let prefix = prefix
+            .map(|p| format!("{}/", p.as_ref()))
+            .filter(|p| p != "/")
+            .unwrap_or_default();
+        self.refs
+            .range(prefix.clone()..)
+            .take_while(move |(k, _)| k.starts_with(&prefix))
+    }
+}
+
+impl std::fmt::Display for References {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "References({})", self.source)
+    }
+}
+
+fn once(bytes: Bytes) -> GetResultPayload {
+    GetResultPayload::Stream(futures::stream::once(async move { Ok(bytes) }).boxed())
+}
+
+#[async_trait]
+impl ObjectStore for References {
+    async fn put_opts(
+        &self,
+        _: &Path,
+        _: PutPayload,
+        _: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        Err(read_only())
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        _: &Path,
+        _: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        Err(read_only())
+    }
+
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        let key = location.as_ref();
+        let r = self.lookup(location)?;
+        match r {
+            Ref::Inline(bytes) => {
+                let meta = self.meta(key, r).await?;
+                options.check_preconditions(&meta)?;
+                let range = part(key, options.range.as_ref(), meta.size)?;
+                let body = if options.head {
+                    Bytes::new()
+                } else {
+                    bytes.slice(range.start as usize..range.end as usize)
+                };
+                Ok(GetResult {
+                    payload: once(body),
+                    meta,
+                    range,
+                    attributes: Default::default(),
+                    extensions: Default::default(),
+                })
+            }
+            Ref::Range {
+                url,
+                offset,
+                length,
+            } => {
+                let (store, path) = self.target(key, url)?;
+                let range = part(key, options.range.as_ref(), *length)?;
+                if options.head {
+                    let meta = self.meta(key, r).await?;
+                    options.check_preconditions(&meta)?;
+                    return Ok(GetResult {
+                        payload: once(Bytes::new()),
+                        meta,
+                        range,
+                        attributes: Default::default(),
+                        extensions: Default::default(),
+                    });
+                }
+                let got = store
+                    .get_opts(
+                        &path,
+                        GetOptions::new()
+                            .with_range(Some(offset + range.start..offset + range.end)),
+                    )
+                    .await
+                    .map_err(|e| self.target_failed(key, url, e))?;
+                // The target's own validator is only known now: check the
+                // client's conditions against the key's, derived from it.
+                let meta = self.ranged_meta(key, url, *offset, *length, &got.meta)?;
+                options.check_preconditions(&meta)?;
+                Ok(GetResult {
+                    payload: GetResultPayload::Stream(got.into_stream()),
+                    meta,
+                    range,
+                    attributes: Default::default(),
+                    extensions: Default::default(),
+                })
+            }
+            Ref::Whole { url } => {
+                let (store, path) = self.target(key, url)?;
+                let meta = self.meta(key, r).await?;
+                options.check_preconditions(&meta)?;
+                let range = part(key, options.range.as_ref(), meta.size)?;
+                let payload = if options.head {
+                    once(Bytes::new())
+                } else {
+                    let got = store
+                        .get_opts(&path, GetOptions::new().with_range(Some(range.clone())))
+                        .await
+                        .map_err(|e| self.target_failed(key, url, e))?;
+                    GetResultPayload::Stream(got.into_stream())
+                };
+                Ok(GetResult {
+                    payload,
+                    meta,
+                    range,
+                    attributes: Default::default(),
+                    extensions: Default::default(),
+                })
+            }
+        }
+    }
+
+    /// Ranges of one key are ranges of its target, read together so the
+    /// target's store can merge neighbours into one request.
+    async fn get_ranges(
+        &self,
+        location: &Path,
+        ranges: &[Range<u64>],
+    ) -> object_store::Result<Vec<Bytes>> {
+        let key = location.as_ref();
+        let r = self.lookup(location)?;
+        let (url, offset, length) = match r {
+            Ref::Inline(bytes) => {
+                return ranges
+                    .iter()
+                    .map(|range| {
+                        let range = part(
+                            key,
+                            Some(&GetRange::Bounded(range.clone())),
+                            bytes.len() as u64,
+                        )?;
+                        Ok(bytes.slice(range.start as usize..range.end as usize))
+                    })
+                    .collect();
+            }
+            Ref::Range {
+                url,
+                offset,
+                length,
+            } => (url, *offset, *length),
+            Ref::Whole { url } => (url, 0, u64::MAX),
+        };
+        if let Some(bad) = ranges.iter().find(|r| r.end > length || r.start > r.end) {
+            return Err(self.broken(
+                key,
+                format!("bytes {}..{} are outside its {length}", bad.start, bad.end),
+                false,
+            ));
+        }
+        let (store, path) = self.target(key, url)?;
+        let shifted: Vec<Range<u64>> = ranges
+            .iter()
+            .map(|r| offset + r.start..offset + r.end)
+            .collect();
+        store
+            .get_ranges(&path, &shifted)
+            .await
+            .map_err(|e| self.target_failed(key, url, e))
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
+        locations.map(|_| Err(read_only())).boxed()
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        let entries: Vec<(String, Ref)> = self
+            .under(prefix)
+            .map(|(k, r)| (k.clone(), r.clone()))
+            .collect();
+        let loaded = self.loaded;
+        // Sizes come from the references; only whole-file references need
+        // a look at their target, which listing leaves to reads.
+        futures::stream::iter(entries.into_iter().map(move |(key, r)| {
+            let (size, tag) = match &r {
+                Ref::Inline(b) => (b.len() as u64, etag(&[b])),
+                Ref::Range {
+                    url,
+                    offset,
+                    length,
+                } => (
+                    *length,
+                    etag(&[url.as_bytes(), &offset.to_le_bytes(), &length.to_le_bytes()]),
+                ),
+                Ref::Whole { url } => (0, etag(&[url.as_bytes()])),
+            };
+            Ok(ObjectMeta {
+                location: Path::from(key),
+                last_modified: loaded,
+                size,
+                e_tag: Some(tag),
+                version: None,
+            })
+        }))
+        .boxed()
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        let base = prefix
+            .map(|p| format!("{}/", p.as_ref()))
+            .filter(|p| p != "/")
+            .unwrap_or_default();
+        let mut objects = Vec::new();
+        let mut common: Vec<Path> = Vec::new();
+        let direct: Vec<String> = self
+            .under(prefix)
+            .filter_map(|(k, _)| match k[base.len()..].split_once('/') {
+                Some((dir, _)) => {
+                    let p = Path::from(format!("{base}{dir}"));
+                    if common.last() != Some(&p) {
+                        common.push(p);
+                    }
+                    None
+                }
+                None => Some(k.clone()),
+            })
+            .collect();
+        let all = self.list(prefix);
+        let metas: Vec<ObjectMeta> = all.try_collect().await?;
+        for m in metas {
+            if direct.iter().any(|d| d == m.location.as_ref()) {
+                objects.push(m);
+            }
+        }
+        common.dedup();
+        Ok(ListResult {
+            common_prefixes: common,
+            objects,
+            extensions: Default::default(),
+        })
+    }
+
+    async fn copy_opts(&self, _: &Path, _: &Path, _: CopyOptions) -> object_store::Result<()> {
+        Err(read_only())
+    }
+}
+
+impl Store {
+    /// A read-only store over the kerchunk reference set at `location` (a
+    /// path or URL of a `.json` file), whose targets may lie under `allowed`
+    /// (none given: the set's own folder).
+    pub async fn references(location: &str, allowed: &[String]) -> Result<Store, StoreError> {
+        let url = targets::location_url(location).map_err(|reason| StoreError::BadUrl {
+            url: location.to_string(),
+            reason,
+        })?;
+        let unreadable = |e: object_store::Error| StoreError::BadUrl {
+            url: location.to_string(),
+            reason: format!("the reference set cannot be read: {e}"),
+        };
+        let store = super::backends::bucket_store(&url)?;
+        let path = Path::from_url_path(url.path()).map_err(|e| unreadable(e.into()))?;
+        let text = store
+            .get(&path)
+            .await
+            .map_err(unreadable)?
+            .bytes()
+            .await
+            .map_err(unreadable)?;
+        let refs = References::parse(&text, url.as_str(), allowed)?;
+        let mut store = Store::with_coordination(
+            Arc::new(refs),
+            format!("references+{url}"),
+            super::Coordination::CompareAndSwap,
+        );
+        // The set refuses writes itself, saying why.
+        store.read_only = true;
+        Ok(store)
+    }
+}
+
+#[cfg(test)]
+mod tests;

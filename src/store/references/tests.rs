@@ -1,0 +1,217 @@
+//! Reference stores over files in a temporary folder: each key's bytes are
+//! the bytes its reference names, sizes and validators follow the targets,
+//! and every way a reference can be wrong is a clear error.
+
+use bytes::Bytes;
+use serde_json::json;
+
+use crate::store::{Store, StoreError, StoreKey, StoreRange};
+
+fn key(k: &str) -> StoreKey {
+    StoreKey::new(k).unwrap()
+}
+
+struct Fixture {
+    dir: tempfile::TempDir,
+    store: Store,
+}
+
+/// `data.bin` holds bytes 0..=255; the set sits beside it.
+async fn fixture(refs: serde_json::Value, targets: &[String]) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("data.bin"), (0..=255u8).collect::<Vec<_>>()).unwrap();
+    let set = dir.path().join("refs.json");
+    std::fs::write(&set, refs.to_string()).unwrap();
+    let store = Store::references(set.to_str().unwrap(), targets)
+        .await
+        .unwrap();
+    Fixture { dir, store }
+}
+
+#[tokio::test]
+async fn keys_read_the_bytes_their_references_name() {
+    let f = fixture(
+        json!({
+            ".zgroup": "{\"zarr_format\": 2}",
+            "a/0": ["data.bin", 16, 8],
+            "a/1": ["./data.bin", 250, 6],
+            "a/whole": ["data.bin"],
+            "a/b64": "base64:AQID",
+        }),
+        &[],
+    )
+    .await;
+    let s = &f.store;
+    assert_eq!(
+        s.get(&key(".zgroup")).await.unwrap().unwrap(),
+        Bytes::from_static(b"{\"zarr_format\": 2}")
+    );
+    assert_eq!(
+        s.get(&key("a/0")).await.unwrap().unwrap().to_vec(),
+        (16..24u8).collect::<Vec<_>>()
+    );
+    assert_eq!(
+        s.get(&key("a/1")).await.unwrap().unwrap().to_vec(),
+        (250..=255u8).collect::<Vec<_>>()
+    );
+    assert_eq!(s.get(&key("a/whole")).await.unwrap().unwrap().len(), 256);
+    assert_eq!(
+        s.get(&key("a/b64")).await.unwrap().unwrap().to_vec(),
+        vec![1, 2, 3]
+    );
+    assert!(s.get(&key("a/nothing")).await.unwrap().is_none());
+    // Ranges are ranges within the key, not within the target.
+    assert_eq!(
+        s.get_range(&key("a/0"), 2..4).await.unwrap().to_vec(),
+        vec![18, 19]
+    );
+    let parts = s.get_ranges(&key("a/0"), &[0..1, 6..8]).await.unwrap();
+    assert_eq!(
+        parts,
+        vec![Bytes::from_static(&[16]), Bytes::from_static(&[22, 23])]
+    );
+    let suffix = s
+        .get_with(
+            &key("a/0"),
+            crate::store::GetRequest {
+                range: Some(StoreRange::Suffix(3)),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(suffix.range, 5..8);
+    // HEAD carries the key's exact length.
+    assert_eq!(s.head(&key("a/0")).await.unwrap().unwrap().size, 8);
+    assert_eq!(s.head(&key("a/whole")).await.unwrap().unwrap().size, 256);
+    // Listings come from the set.
+    let listing = s.list_dir(&key("a")).await.unwrap();
+    assert_eq!(listing.keys, vec!["0", "1", "b64", "whole"]);
+    assert_eq!(
+        s.list_dir(&StoreKey::root()).await.unwrap().prefixes,
+        vec!["a"]
+    );
+}
+
+#[tokio::test]
+async fn validators_change_with_the_target() {
+    let f = fixture(json!({"k": ["data.bin", 0, 4]}), &[]).await;
+    let before = f
+        .store
+        .head(&key("k"))
+        .await
+        .unwrap()
+        .unwrap()
+        .version
+        .e_tag;
+    assert!(before.is_some());
+    assert_eq!(
+        f.store
+            .head(&key("k"))
+            .await
+            .unwrap()
+            .unwrap()
+            .version
+            .e_tag,
+        before
+    );
+    std::thread::sleep(std::time::Duration::from_millis(20));
+    std::fs::write(f.dir.path().join("data.bin"), vec![9u8; 300]).unwrap();
+    let after = f
+        .store
+        .head(&key("k"))
+        .await
+        .unwrap()
+        .unwrap()
+        .version
+        .e_tag;
+    assert_ne!(after, before);
+}
+
+#[tokio::test]
+async fn broken_references_are_clear_errors() {
+    let f = fixture(
+        json!({
+            "missing": ["gone.nc", 0, 4],
+            "short": ["data.bin", 250, 100],
+            "outside": ["/etc/hostname", 0, 4],
+            "upward": ["../elsewhere.bin", 0, 4],
+        }),
+        &[],
+    )
+    .await;
+    let s = &f.store;
+    let err = s.get(&key("missing")).await.unwrap_err();
+    assert!(
+        matches!(&err, StoreError::BadReference(m) if m.contains("gone.nc") && m.contains("does not exist")),
+        "{err}"
+    );
+    let err = s.get(&key("short")).await.unwrap_err();
+    assert!(
+        matches!(&err, StoreError::BadReference(m) if m.contains("256 bytes")),
+        "{err}"
+    );
+    let err = s.head(&key("short")).await.unwrap_err();
+    assert!(matches!(&err, StoreError::BadReference(_)), "{err}");
+    for k in ["outside", "upward"] {
+        let err = s.get(&key(k)).await.unwrap_err();
+        assert!(
+            matches!(&err, StoreError::Forbidden { reason, .. } if reason.contains("targets")),
+            "{k}: {err}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn allowed_locations_open_other_folders() {
+    let other = tempfile::tempdir().unwrap();
+    std::fs::write(other.path().join("x.bin"), b"abcdef").unwrap();
+    let target = other.path().join("x.bin");
+    let f = fixture(
+        json!({"k": [target.to_str().unwrap(), 1, 3], "near": ["data.bin", 0, 1]}),
+        &[other.path().to_str().unwrap().to_string()],
+    )
+    .await;
+    assert_eq!(
+        f.store.get(&key("k")).await.unwrap().unwrap(),
+        Bytes::from_static(b"bcd")
+    );
+    assert!(
+        matches!(
+            f.store.get(&key("near")).await,
+            Err(StoreError::Forbidden { .. })
+        ),
+        "naming locations replaces the default"
+    );
+}
+
+#[tokio::test]
+async fn writes_are_refused_saying_why() {
+    let f = fixture(json!({"k": "v"}), &[]).await;
+    assert!(f.store.is_read_only());
+    let err = f
+        .store
+        .put(&key("k"), Bytes::from_static(b"x"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, StoreError::ReadOnly { what } if what.contains("references")),
+        "{err}"
+    );
+    let err = f.store.delete(&key("k")).await.unwrap_err();
+    assert!(matches!(err, StoreError::ReadOnly { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn a_malformed_set_or_a_missing_one_is_refused_at_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let set = dir.path().join("refs.json");
+    std::fs::write(&set, "{\"a\": [1, 2]}").unwrap();
+    let err = Store::references(set.to_str().unwrap(), &[])
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("reference 'a'"), "{err}");
+    let err = Store::references(dir.path().join("none.json").to_str().unwrap(), &[])
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("cannot be read"), "{err}");
+}
