@@ -308,10 +308,12 @@ pub enum Source {
 }
 
 impl Source {
-    /// A ROOT as given: a reference set when it names a `.json` file.
+    /// A ROOT as given: a reference set when it names a `.json` file or a
+    /// `.parq` folder.
     pub fn root(location: &str, targets: &[String]) -> Source {
         let path = location.split(['?', '#']).next().unwrap_or(location);
-        if path.to_ascii_lowercase().ends_with(".json") {
+        let path = path.trim_end_matches('/').to_ascii_lowercase();
+        if path.ends_with(".json") || path.ends_with(".parq") {
             Source::References {
                 url: location.to_string(),
                 targets: targets.to_vec(),

@@ -6,6 +6,7 @@
 //! refused (the keys point into files the set does not own).
 
 mod kerchunk;
+mod parquet;
 mod targets;
 
 use std::collections::BTreeMap;
@@ -56,10 +57,45 @@ pub struct Broken {
     pub disallowed: bool,
 }
 
+/// The references of a set: all in memory (JSON), or read as needed (Parquet).
+#[derive(Debug, Clone)]
+enum Index {
+    Json(Arc<BTreeMap<String, Ref>>),
+    Parquet(Arc<parquet::ParquetSet>),
+}
+
+impl Index {
+    async fn get(&self, key: &str) -> Result<Option<Ref>, kerchunk::Malformed> {
+        match self {
+            Index::Json(refs) => Ok(refs.get(key).cloned()),
+            Index::Parquet(set) => set.get(key).await,
+        }
+    }
+
+    /// Every key in the folder `prefix` (`""`: all), in order.
+    async fn under(&self, prefix: &str) -> Result<Vec<(String, Ref)>, kerchunk::Malformed> {
+        match self {
+            Index::Json(refs) => {
+                let start = if prefix.is_empty() {
+                    String::new()
+                } else {
+                    format!("{prefix}/")
+                };
+                Ok(refs
+                    .range(start.clone()..)
+                    .take_while(|(k, _)| k.starts_with(&start))
+                    .map(|(k, r)| (k.clone(), r.clone()))
+                    .collect())
+            }
+            Index::Parquet(set) => set.under(prefix).await,
+        }
+    }
+}
+
 /// A reference set as an object store.
 #[derive(Debug)]
 pub struct References {
-    refs: BTreeMap<String, Ref>,
+    index: Index,
     targets: Targets,
     /// The set's own URL, for messages.
     source: String,
@@ -120,10 +156,18 @@ impl References {
             reason,
         };
         let refs = kerchunk::parse(text).map_err(|e| bad(e.0))?;
+        References::new(Index::Json(Arc::new(refs)), source, allowed)
+    }
+
+    fn new(index: Index, source: &str, allowed: &[String]) -> Result<Self, StoreError> {
+        let bad = |reason: String| StoreError::BadUrl {
+            url: source.to_string(),
+            reason,
+        };
         let base = targets::location_url(source).map_err(bad)?;
         let targets = Targets::new(base, allowed).map_err(bad)?;
         Ok(References {
-            refs,
+            index,
             targets,
             source: source.to_string(),
             loaded: Utc::now(),
@@ -234,23 +278,46 @@ impl References {
         })
     }
 
-    fn lookup(&self, location: &Path) -> object_store::Result<&Ref> {
-        self.refs
-            .get(location.as_ref())
+    async fn lookup(&self, location: &Path) -> object_store::Result<Ref> {
+        let key = location.as_ref();
+        self.index
+            .get(key)
+            .await
+            .map_err(|e| self.broken(key, e.0, false))?
             .ok_or_else(|| object_store::Error::NotFound {
                 path: location.to_string(),
                 source: format!("no reference in {}", self.source).into(),
             })
     }
+}
 
-    fn under<'a>(&'a self, prefix: Option<&Path>) -> impl Iterator<Item = (&'a String, &'a Ref)> {
-        let prefix = prefix
-            .map(|p| format!("{}/", p.as_ref()))
-            .filter(|p| p != "/")
-            .unwrap_or_default();
-        self.refs
-            .range(prefix.clone()..)
-            .take_while(move |(k, _)| k.starts_with(&prefix))
+/// The folder a listing prefix names (`""`: the root).
+fn folder(prefix: Option<&Path>) -> String {
+    prefix.map(|p| p.as_ref().to_string()).unwrap_or_default()
+}
+
+/// What a listing says of a key: sizes come from the references; a
+/// whole-file reference's size would need a look at its target, which
+/// listing leaves to reads.
+fn listed(key: String, r: &Ref, loaded: DateTime<Utc>) -> ObjectMeta {
+    let (size, tag) = match r {
+        Ref::Inline(b) => (b.len() as u64, etag(&[b])),
+        Ref::Range {
+            url,
+            offset,
+            length,
+        } => (
+            *length,
+            etag(&[url.as_bytes(), &offset.to_le_bytes(), &length.to_le_bytes()]),
+        ),
+        Ref::Whole { url } => (0, etag(&[url.as_bytes()])),
+    };
+    ObjectMeta {
+        location: Path::from(key),
+        last_modified: loaded,
+        size,
+        e_tag: Some(tag),
+        version: None,
     }
 }
 
@@ -289,7 +356,7 @@ impl ObjectStore for References {
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
         let key = location.as_ref();
-        let r = self.lookup(location)?;
+        let r = &self.lookup(location).await?;
         match r {
             Ref::Inline(bytes) => {
                 let meta = self.meta(key, r).await?;
@@ -379,8 +446,8 @@ impl ObjectStore for References {
         ranges: &[Range<u64>],
     ) -> object_store::Result<Vec<Bytes>> {
         let key = location.as_ref();
-        let r = self.lookup(location)?;
-        let (url, offset, length) = match r {
+        let r = self.lookup(location).await?;
+        let (url, offset, length) = match &r {
             Ref::Inline(bytes) => {
                 return ranges
                     .iter()
@@ -427,65 +494,54 @@ impl ObjectStore for References {
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
-        let entries: Vec<(String, Ref)> = self
-            .under(prefix)
-            .map(|(k, r)| (k.clone(), r.clone()))
-            .collect();
+        let index = self.index.clone();
+        let folder = folder(prefix);
         let loaded = self.loaded;
-        // Sizes come from the references; only whole-file references need
-        // a look at their target, which listing leaves to reads.
-        futures::stream::iter(entries.into_iter().map(move |(key, r)| {
-            let (size, tag) = match &r {
-                Ref::Inline(b) => (b.len() as u64, etag(&[b])),
-                Ref::Range {
-                    url,
-                    offset,
-                    length,
-                } => (
-                    *length,
-                    etag(&[url.as_bytes(), &offset.to_le_bytes(), &length.to_le_bytes()]),
-                ),
-                Ref::Whole { url } => (0, etag(&[url.as_bytes()])),
-            };
-            Ok(ObjectMeta {
-                location: Path::from(key),
-                last_modified: loaded,
-                size,
-                e_tag: Some(tag),
-                version: None,
+        futures::stream::once(async move {
+            index.under(&folder).await.map_err(|e| {
+                generic(Broken {
+                    key: folder.clone(),
+                    reason: e.0,
+                    disallowed: false,
+                })
             })
-        }))
+        })
+        .map_ok(move |entries| {
+            futures::stream::iter(
+                entries
+                    .into_iter()
+                    .map(move |(k, r)| Ok(listed(k, &r, loaded))),
+            )
+        })
+        .try_flatten()
         .boxed()
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
-        let base = prefix
-            .map(|p| format!("{}/", p.as_ref()))
-            .filter(|p| p != "/")
-            .unwrap_or_default();
+        let folder = folder(prefix);
+        let base = if folder.is_empty() {
+            String::new()
+        } else {
+            format!("{folder}/")
+        };
+        let entries = self
+            .index
+            .under(&folder)
+            .await
+            .map_err(|e| self.broken(&folder, e.0, false))?;
         let mut objects = Vec::new();
         let mut common: Vec<Path> = Vec::new();
-        let direct: Vec<String> = self
-            .under(prefix)
-            .filter_map(|(k, _)| match k[base.len()..].split_once('/') {
+        for (key, r) in entries {
+            match key[base.len()..].split_once('/') {
                 Some((dir, _)) => {
                     let p = Path::from(format!("{base}{dir}"));
-                    if common.last() != Some(&p) {
+                    if !common.contains(&p) {
                         common.push(p);
                     }
-                    None
                 }
-                None => Some(k.clone()),
-            })
-            .collect();
-        let all = self.list(prefix);
-        let metas: Vec<ObjectMeta> = all.try_collect().await?;
-        for m in metas {
-            if direct.iter().any(|d| d == m.location.as_ref()) {
-                objects.push(m);
+                None => objects.push(listed(key, &r, self.loaded)),
             }
         }
-        common.dedup();
         Ok(ListResult {
             common_prefixes: common,
             objects,
@@ -500,7 +556,7 @@ impl ObjectStore for References {
 
 impl Store {
     /// A read-only store over the kerchunk reference set at `location` (a
-    /// path or URL of a `.json` file), whose targets may lie under `allowed`
+    /// path or URL of a `.json` file, or of a `.parq` folder), whose targets may lie under `allowed`
     /// (none given: the set's own folder).
     pub async fn references(location: &str, allowed: &[String]) -> Result<Store, StoreError> {
         let url = targets::location_url(location).map_err(|reason| StoreError::BadUrl {
@@ -513,6 +569,21 @@ impl Store {
         };
         let store = super::backends::bucket_store(&url)?;
         let path = Path::from_url_path(url.path()).map_err(|e| unreadable(e.into()))?;
+        if url.path().trim_end_matches('/').ends_with(".parq") {
+            let set =
+                parquet::ParquetSet::open(store, path)
+                    .await
+                    .map_err(|e| StoreError::BadUrl {
+                        url: location.to_string(),
+                        reason: format!("the Parquet reference set cannot be read: {}", e.0),
+                    })?;
+            let refs = References::new(
+                Index::Parquet(Arc::new(set)),
+                url.as_str().trim_end_matches('/'),
+                allowed,
+            )?;
+            return Ok(Store::over_references(refs, &url));
+        }
         let text = store
             .get(&path)
             .await
@@ -521,6 +592,10 @@ impl Store {
             .await
             .map_err(unreadable)?;
         let refs = References::parse(&text, url.as_str(), allowed)?;
+        Ok(Store::over_references(refs, &url))
+    }
+
+    fn over_references(refs: References, url: &url::Url) -> Store {
         let mut store = Store::with_coordination(
             Arc::new(refs),
             format!("references+{url}"),
@@ -528,7 +603,7 @@ impl Store {
         );
         // The set refuses writes itself, saying why.
         store.read_only = true;
-        Ok(store)
+        store
     }
 }
 
