@@ -201,6 +201,29 @@ impl References {
         }
     }
 
+    /// A failed ranged read of a target, explained: stores refuse a range
+    /// past the end of a file each in their own words, so when the target
+    /// is there, its size says whether the reference is the problem.
+    async fn read_failed(
+        &self,
+        key: &str,
+        url: &str,
+        (store, path): (&Arc<dyn ObjectStore>, &Path),
+        (offset, length): (u64, u64),
+        e: object_store::Error,
+    ) -> object_store::Error {
+        if matches!(e, object_store::Error::NotFound { .. }) || length == u64::MAX {
+            return self.target_failed(key, url, e);
+        }
+        match store.head(path).await {
+            Ok(target) => match self.ranged_meta(key, url, offset, length, &target) {
+                Err(short) => short,
+                Ok(_) => e,
+            },
+            Err(head) => self.target_failed(key, url, head),
+        }
+    }
+
     /// The key's size, validator and time, with one look at its target
     /// (none for inline values).
     async fn meta(&self, key: &str, r: &Ref) -> object_store::Result<ObjectMeta> {
@@ -393,14 +416,21 @@ impl ObjectStore for References {
                         extensions: Default::default(),
                     });
                 }
-                let got = store
+                let got = match store
                     .get_opts(
                         &path,
                         GetOptions::new()
                             .with_range(Some(offset + range.start..offset + range.end)),
                     )
                     .await
-                    .map_err(|e| self.target_failed(key, url, e))?;
+                {
+                    Ok(got) => got,
+                    Err(e) => {
+                        return Err(self
+                            .read_failed(key, url, (&store, &path), (*offset, *length), e)
+                            .await)
+                    }
+                };
                 // The target's own validator is only known now: check the
                 // client's conditions against the key's, derived from it.
                 let meta = self.ranged_meta(key, url, *offset, *length, &got.meta)?;
@@ -480,10 +510,12 @@ impl ObjectStore for References {
             .iter()
             .map(|r| offset + r.start..offset + r.end)
             .collect();
-        store
-            .get_ranges(&path, &shifted)
-            .await
-            .map_err(|e| self.target_failed(key, url, e))
+        match store.get_ranges(&path, &shifted).await {
+            Ok(parts) => Ok(parts),
+            Err(e) => Err(self
+                .read_failed(key, url, (&store, &path), (offset, length), e)
+                .await),
+        }
     }
 
     fn delete_stream(

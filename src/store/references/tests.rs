@@ -215,3 +215,21 @@ async fn a_malformed_set_or_a_missing_one_is_refused_at_start() {
         .unwrap_err();
     assert!(err.to_string().contains("cannot be read"), "{err}");
 }
+
+#[tokio::test]
+async fn a_range_starting_past_the_end_of_its_target_is_a_broken_reference() {
+    let f = fixture(json!({"beyond": ["data.bin", 1000, 8]}), &[]).await;
+    for err in [
+        f.store.get(&key("beyond")).await.unwrap_err(),
+        f.store.get_range(&key("beyond"), 0..4).await.unwrap_err(),
+        f.store
+            .get_ranges(&key("beyond"), &[0..2, 4..6])
+            .await
+            .unwrap_err(),
+    ] {
+        assert!(
+            matches!(&err, StoreError::BadReference(m) if m.contains("data.bin") && m.contains("256 bytes")),
+            "{err}"
+        );
+    }
+}
