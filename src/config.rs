@@ -181,6 +181,10 @@ pub struct ServeArgs {
     /// may lie, comma-separated folders or URL prefixes [default: the set's folder]
     #[arg(long, env = "ZARRD_REFERENCE_TARGETS", value_delimiter = ',')]
     pub reference_targets: Option<Vec<String>>,
+    /// Serve the web viewer's page files from this directory instead of the
+    /// copy built into the binary, read on every request (for working on the viewer)
+    #[arg(long, env = "ZARRD_VIEWER_DIR")]
+    pub viewer_dir: Option<std::path::PathBuf>,
     /// `[cors]` in the file (origins also from --cors-origins).
     #[arg(skip)]
     pub cors: Cors,
@@ -251,6 +255,7 @@ impl ServeArgs {
             header_timeout: self.header_timeout.or(file.header_timeout),
             body_timeout: self.body_timeout.or(file.body_timeout),
             max_image_pixels: self.max_image_pixels.or(file.max_image_pixels),
+            viewer_dir: self.viewer_dir.or(file.viewer_dir),
             reference_targets: self.reference_targets.or(file.reference_targets),
             cors: file.cors,
             mounts: file.mounts,
@@ -411,6 +416,8 @@ pub struct Config {
     pub body_timeout: Duration,
     /// Most pixels one image may have (413 beyond).
     pub max_image_pixels: u64,
+    /// Where the viewer's page files are read from, when not the built-in copy.
+    pub viewer_dir: Option<std::path::PathBuf>,
     pub cors: Cors,
     /// Stores mounted under top-level names.
     pub mounts: Vec<Mount>,
@@ -441,6 +448,7 @@ impl Default for Config {
             header_timeout: Duration::from_secs(30),
             body_timeout: Duration::from_secs(30),
             max_image_pixels: 1 << 24,
+            viewer_dir: None,
             cors: Cors::default(),
             mounts: Vec::new(),
             reference_targets: Vec::new(),
@@ -498,6 +506,7 @@ impl Config {
             header_timeout: seconds("header_timeout", o.header_timeout, d.header_timeout, false)?,
             body_timeout: seconds("body_timeout", o.body_timeout, d.body_timeout, false)?,
             max_image_pixels: o.max_image_pixels.unwrap_or(d.max_image_pixels),
+            viewer_dir: o.viewer_dir,
             cors: Cors {
                 origins: o.cors_origins.unwrap_or(o.cors.origins),
                 ..o.cors

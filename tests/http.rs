@@ -470,6 +470,12 @@ async fn meta_and_tree() {
     assert_eq!(meta["fill_value"], "NaN");
     assert_eq!(meta["chunks_initialized"], 6);
     assert_eq!(meta["chunks_total"], 6);
+    let grid: Vec<u64> = serde_json::from_value(meta["chunk_grid"].clone()).unwrap();
+    assert_eq!(grid.iter().product::<u64>(), 6);
+    let present: Vec<Vec<u64>> = serde_json::from_value(meta["chunks_present"].clone()).unwrap();
+    assert_eq!(present.len(), 6, "which chunks are stored, in order");
+    assert_eq!(present[0], [0, 0]);
+    assert!(present.windows(2).all(|w| w[0] < w[1]));
     assert_eq!(meta["nbytes"], 320);
     let (_, _, b) = get(&app, "/api/v1/meta/g", &[]).await;
     let group: Value = serde_json::from_slice(&b).unwrap();

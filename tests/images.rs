@@ -230,3 +230,191 @@ async fn what_cannot_be_drawn_is_refused_clearly() {
         );
     }
 }
+
+#[tokio::test]
+async fn an_image_names_the_range_it_was_drawn_with() {
+    let app = app(1 << 20).await;
+    let range = |h: &axum::http::HeaderMap| -> (f64, f64) {
+        let v = |n: &str| h[n].to_str().unwrap().parse::<f64>().unwrap();
+        (v("x-zarr-vmin"), v("x-zarr-vmax"))
+    };
+    let get = |q: &'static str| {
+        let app = app.clone();
+        async move {
+            let (s, h, _) = call(
+                &app,
+                Method::GET,
+                &format!("/api/v1/data/f?{q}"),
+                &[("origin", "https://page.example")],
+                Body::empty(),
+            )
+            .await;
+            assert_eq!(s, StatusCode::OK, "{q}");
+            let exposed = h["access-control-expose-headers"].to_str().unwrap();
+            assert!(exposed.contains("x-zarr-vmin") && exposed.contains("x-zarr-vmax"));
+            h
+        }
+    };
+    assert_eq!(
+        range(&get("select=0,:,:&format=png&vmin=2&vmax=9").await),
+        (2.0, 9.0)
+    );
+    // Step 2 holds 200..220: its 2nd and 98th percentiles.
+    assert_eq!(range(&get("select=2,:,:&format=png").await), (200.0, 219.0));
+    // On a log scale the range is still in values, not in their logarithms.
+    let (lo, hi) = range(&get("select=0,:,:&format=png&scale=log&vmin=1&vmax=19").await);
+    assert!(
+        (lo - 1.0).abs() < 1e-9 && (hi - 19.0).abs() < 1e-9,
+        "{lo} {hi}"
+    );
+    // RGB has no range.
+    let (_, h, _) = call(
+        &app,
+        Method::GET,
+        "/api/v1/data/rgb?format=png",
+        &[],
+        Body::empty(),
+    )
+    .await;
+    assert!(!h.contains_key("x-zarr-vmin"));
+}
+
+/// A thumbnail: status, headers and, when it is an image, its pixels.
+async fn preview(app: &axum::Router, path: &str) -> (StatusCode, axum::http::HeaderMap, Vec<u8>) {
+    call(
+        app,
+        Method::GET,
+        &format!("/api/v1/preview/{path}"),
+        &[],
+        Body::empty(),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn a_thumbnail_is_a_small_strided_picture_of_the_first_step() {
+    let store = Store::memory();
+    let h = Hierarchy::new(store.clone());
+    let mut spec = ArraySpec::new(3, vec![2, 300, 600], DataType::UInt16);
+    spec.chunks = Some(vec![1, 100, 100]);
+    let a = h
+        .create_array(&node_path("wide").unwrap(), &spec, false)
+        .await
+        .unwrap();
+    // Step 0 rises from left to right (from 1: 0 is the fill value, which
+    // is transparent); step 1 is all high.
+    let values: Vec<u16> = (0..2 * 300 * 600)
+        .map(|i| {
+            if i < 300 * 600 {
+                (i % 600) as u16 + 1
+            } else {
+                1000
+            }
+        })
+        .collect();
+    a.write(
+        &Selection::all().resolve(&[2, 300, 600]).unwrap(),
+        ArrayBytes::Fixed(values.iter().flat_map(|v| v.to_le_bytes()).collect()),
+    )
+    .await
+    .unwrap();
+    let mut line = ArraySpec::new(3, vec![1000], DataType::Float64);
+    line.chunks = Some(vec![100]);
+    let l = h
+        .create_array(&node_path("series").unwrap(), &line, false)
+        .await
+        .unwrap();
+    l.write(
+        &Selection::all().resolve(&[1000]).unwrap(),
+        ArrayBytes::Fixed((0..1000).flat_map(|i| (i as f64).to_le_bytes()).collect()),
+    )
+    .await
+    .unwrap();
+    let mut rgb = ArraySpec::new(3, vec![4, 4, 3], DataType::UInt8);
+    rgb.chunks = Some(vec![4, 4, 3]);
+    h.create_array(&node_path("rgb").unwrap(), &rgb, false)
+        .await
+        .unwrap();
+    let mut text = ArraySpec::new(3, vec![4], DataType::String);
+    text.chunks = Some(vec![4]);
+    h.create_array(&node_path("g/text").unwrap(), &text, false)
+        .await
+        .unwrap();
+    let app = router(AppState::new(
+        store,
+        Config {
+            recheck_cached: Recheck::Never,
+            allow_anonymous_writes: true,
+            ..Config::default()
+        },
+    ));
+
+    // At most 128 pixels on the long side, the aspect kept: 600 / 5 = 120.
+    let (s, headers, b) = preview(&app, "wide").await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(headers["content-type"], "image/png");
+    let (w, hgt, px) = decode(&b);
+    assert_eq!((w, hgt), (120, 60));
+    assert_eq!(px[0], rgba(colorous::VIRIDIS.eval_continuous(0.0)));
+    assert_eq!(
+        px[119],
+        rgba(colorous::VIRIDIS.eval_continuous(1.0)),
+        "step 0, robust range"
+    );
+
+    // Unchanged: the browser's copy is still good.
+    let etag = headers["etag"].to_str().unwrap().to_string();
+    let (s, _, b) = call(
+        &app,
+        Method::GET,
+        "/api/v1/preview/wide",
+        &[("if-none-match", &etag)],
+        Body::empty(),
+    )
+    .await;
+    assert_eq!((s, b.len()), (StatusCode::NOT_MODIFIED, 0));
+
+    // A write through the server shows in the next thumbnail.
+    let (s, _, _) = call(
+        &app,
+        Method::PUT,
+        "/api/v1/data/wide?select=0,:,0:300",
+        &[("content-type", "application/json")],
+        serde_json::to_vec(&json!({"data": vec![vec![999u16; 300]; 300]})).unwrap(),
+    )
+    .await;
+    assert!(s.is_success(), "{s}");
+    let (_, headers, b) = preview(&app, "wide").await;
+    assert_ne!(headers["etag"].to_str().unwrap(), etag);
+    let (_, _, px) = decode(&b);
+    assert_eq!(
+        px[0],
+        rgba(colorous::VIRIDIS.eval_continuous(1.0)),
+        "the left half now holds the highest value"
+    );
+
+    // A series is a line; RGB is drawn as its channels.
+    let (s, _, b) = preview(&app, "series").await;
+    assert_eq!(s, StatusCode::OK);
+    let (w, hgt, px) = decode(&b);
+    assert_eq!((w, hgt), (128, 48));
+    assert!(px.iter().any(|p| p[3] == 255) && px.iter().any(|p| p[3] == 0));
+    let (s, _, b) = preview(&app, "rgb").await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(decode(&b).0, 4);
+
+    // What has no picture says why.
+    for (path, status, code) in [
+        ("g", StatusCode::BAD_REQUEST, "not_an_array"),
+        ("g/text", StatusCode::UNPROCESSABLE_ENTITY, "not_drawable"),
+        ("nothing", StatusCode::NOT_FOUND, "not_found"),
+    ] {
+        let (s, _, b) = preview(&app, path).await;
+        let doc: Value = serde_json::from_slice(&b).unwrap_or(Value::Null);
+        assert_eq!(
+            (s, doc["error"]["code"].as_str().unwrap_or("")),
+            (status, code),
+            "{path}: {doc}"
+        );
+    }
+}

@@ -193,6 +193,8 @@ async fn array_details(
         "chunks_total".into(),
         json!(meta.grid_shape().iter().product::<u64>()),
     );
+    out.insert("chunk_grid".into(), json!(meta.grid_shape()));
+    out.insert("chunks_present".into(), json!(storage.present));
     out.insert(
         "metadata_key".into(),
         json!(metadata_key(array.path(), meta.zarr_format)),

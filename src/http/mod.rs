@@ -9,10 +9,12 @@ pub mod extract;
 pub mod limits;
 pub mod listing;
 pub mod output;
+mod preview;
 pub mod range;
 pub mod raw;
 pub mod routes;
 mod serve;
+mod viewer;
 pub mod write;
 
 pub use serve::serve;
@@ -57,6 +59,8 @@ pub struct Shared {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Permits for requests in flight (`--max-concurrency`).
     pub in_flight: Arc<tokio::sync::Semaphore>,
+    /// Thumbnails of arrays, for the viewer's tree.
+    previews: preview::Previews,
 }
 
 impl AppState {
@@ -72,6 +76,7 @@ impl AppState {
             limits,
         );
         let in_flight = Arc::new(tokio::sync::Semaphore::new(config.max_concurrency));
+        let previews = preview::Previews::new(config.recheck_cached);
         // Tokens were validated when the configuration was resolved; should
         // they not be, nothing anonymous is allowed.
         let auth = Auth::new(
@@ -88,6 +93,7 @@ impl AppState {
             auth: Arc::new(auth),
             metrics: Arc::default(),
             in_flight,
+            previews,
         }))
     }
 }
@@ -125,6 +131,11 @@ fn handler(path: &str) -> MethodRouter<AppState> {
         "/readyz" => get(readyz),
         "/openapi.yaml" => get(openapi),
         "/metrics" => get(metrics),
+        "/api/v1/preview/{path}" => get(preview::preview),
+        "/" => get(viewer::page),
+        "/view/{path}" => get(viewer::view),
+        "/viewer/settings.json" => get(viewer::settings),
+        "/viewer/{file}" => get(viewer::file),
         other => unreachable_route(other),
     }
 }
@@ -274,7 +285,7 @@ async fn fallback(request: Request) -> ApiError {
     ))
 }
 
-/// Only JSON, HTML and YAML are compressed; array data and stored values never
+/// Only text (JSON, HTML, scripts, YAML, SVG) is compressed; array data and stored values never
 /// are (compressing binary data costs more than it saves, and ranges must stay exact).
 fn compressible(
     _: StatusCode,
@@ -292,6 +303,7 @@ fn compressible(
             t.starts_with("application/json")
                 || t.starts_with("text/")
                 || t.starts_with("application/yaml")
+                || t.starts_with("image/svg+xml")
         })
 }
 
@@ -305,6 +317,8 @@ fn cors(config: &crate::config::Cors) -> CorsLayer {
         header::LAST_MODIFIED,
         HeaderName::from_static("x-zarr-shape"),
         HeaderName::from_static("x-zarr-dtype"),
+        HeaderName::from_static("x-zarr-vmin"),
+        HeaderName::from_static("x-zarr-vmax"),
         HeaderName::from_static("x-request-id"),
     ];
     exposed.extend(

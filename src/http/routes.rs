@@ -26,6 +26,10 @@ pub enum Resource {
     Root,
     /// No store path: information about the server.
     Server,
+    /// The viewer's page and files: the same bytes whatever the path names,
+    /// no store data in them (the page reads data through the API, with the
+    /// caller's token).
+    Page,
 }
 
 #[derive(Debug)]
@@ -96,6 +100,11 @@ pub static ROUTES: &[Route] = &[
         resource: Resource::Param,
     },
     Route {
+        path: "/api/v1/preview/{path}",
+        methods: &[("get", READ)],
+        resource: Resource::Param,
+    },
+    Route {
         path: "/api/v1/stats",
         methods: &[("get", READ)],
         resource: Resource::Server,
@@ -120,6 +129,26 @@ pub static ROUTES: &[Route] = &[
         methods: &[("get", PUBLIC)],
         resource: Resource::Server,
     },
+    Route {
+        path: "/",
+        methods: &[("get", PUBLIC)],
+        resource: Resource::Page,
+    },
+    Route {
+        path: "/view/{path}",
+        methods: &[("get", PUBLIC)],
+        resource: Resource::Page,
+    },
+    Route {
+        path: "/viewer/settings.json",
+        methods: &[("get", PUBLIC)],
+        resource: Resource::Server,
+    },
+    Route {
+        path: "/viewer/{file}",
+        methods: &[("get", PUBLIC)],
+        resource: Resource::Page,
+    },
 ];
 
 impl Route {
@@ -141,7 +170,7 @@ impl Route {
     /// The store path a request path names, decoded as the handler sees it.
     pub fn resource_of(&self, request_path: &str) -> Option<String> {
         match self.resource {
-            Resource::Server => None,
+            Resource::Server | Resource::Page => None,
             Resource::Root => Some(String::new()),
             Resource::Param => {
                 let prefix = &self.path[..self.path.find('{').unwrap_or(self.path.len())];
@@ -176,17 +205,19 @@ mod tests {
                     "{} {method}",
                     route.path
                 );
+                // Public routes carry no store data; routes about a
+                // store path are never public.
                 if *access == Access::Public {
-                    assert_eq!(route.resource, Resource::Server, "{}", route.path);
+                    assert_ne!(route.resource, Resource::Param, "{}", route.path);
                 }
             }
-            // A route about a store path names it as its parameter, and only then.
-            assert_eq!(
-                route.path.contains('{'),
-                route.resource == Resource::Param,
-                "{}",
-                route.path
-            );
+            // A route about a store path names it as its parameter.
+            if route.resource == Resource::Param {
+                assert!(route.path.contains('{'), "{}", route.path);
+            }
+            if route.resource == Resource::Server {
+                assert!(!route.path.contains('{'), "{}", route.path);
+            }
             assert!(matched(&route.axum_path()).is_some_and(|r| std::ptr::eq(r, route)));
         }
     }

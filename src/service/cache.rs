@@ -125,6 +125,9 @@ pub struct ZarrCache {
     chunks: Cache<Key, Arc<Entry>>,
     metadata: Cache<String, (Arc<Node>, Instant)>,
     generations: RwLock<HashMap<String, u64>>,
+    /// Per path, how many keys at or below it were invalidated: what a
+    /// value derived from a whole subtree (a thumbnail) is checked against.
+    below: RwLock<HashMap<String, u64>>,
     recheck: Recheck,
     capacity: u64,
     counters: Arc<Counters>,
@@ -150,6 +153,7 @@ impl ZarrCache {
             chunks,
             metadata,
             generations: RwLock::new(HashMap::new()),
+            below: RwLock::new(HashMap::new()),
             recheck,
             capacity,
             counters,
@@ -177,9 +181,30 @@ impl ZarrCache {
         if let Ok(mut g) = self.generations.write() {
             *g.entry(key.to_string()).or_insert(0) += 1;
         }
+        if let Ok(mut b) = self.below.write() {
+            *b.entry(String::new()).or_insert(0) += 1;
+            for (i, _) in key.match_indices('/') {
+                *b.entry(key[..i].to_string()).or_insert(0) += 1;
+            }
+            if !key.is_empty() {
+                *b.entry(key.to_string()).or_insert(0) += 1;
+            }
+        }
     }
 
-    /// Forget cached metadata of the node at `path`.
+    /// A number that changes whenever anything at, above or below `path` is
+    /// invalidated: a value computed from the subtree at `path` is current
+    /// while this stays the same (and the recheck policy trusts it).
+    pub fn subtree_version(&self, path: &StoreKey) -> u64 {
+        let below = self
+            .below
+            .read()
+            .ok()
+            .and_then(|b| b.get(path.as_str()).copied())
+            .unwrap_or(0);
+        self.generation(path.as_str()) + below
+    }
+
     /// Forget cached metadata of the node at `path` and every decoded chunk below it.
     pub async fn invalidate_node(&self, path: &str) {
         self.invalidate_key(path);

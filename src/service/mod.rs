@@ -7,6 +7,7 @@
 
 pub mod cache;
 mod error;
+mod preview;
 mod read;
 mod value;
 mod write;
@@ -15,6 +16,7 @@ use std::sync::Arc;
 
 pub use cache::{Node, ZarrCache};
 pub use error::{ErrorKind, Result, ServiceError};
+pub use preview::{Preview, PreviewKind};
 pub use read::{Content, Data, ReadRequest, Residence};
 pub use value::{Got, Value, ValueBody};
 pub use write::{Incoming, NodeCreate, Written};
@@ -120,7 +122,8 @@ impl Service {
             .collect())
     }
 
-    /// Stored chunk-grid keys of an array (shards when sharded) and their bytes.
+    /// Stored chunk-grid keys of an array (shards when sharded) and their
+    /// bytes; which ones, for grids of at most [`CHUNK_MAP_MAX`] cells.
     pub async fn storage(&self, array: &Array) -> Result<Storage> {
         let meta = array.metadata();
         let prefix_len = if array.path().is_root() {
@@ -129,16 +132,24 @@ impl Service {
             array.path().as_str().len() + 1
         };
         let mut storage = Storage::default();
+        let cells = meta.grid_shape().iter().product::<u64>();
+        let mut present = (cells <= CHUNK_MAP_MAX).then(Vec::new);
         for (k, size) in self.store.list_sizes(array.path()).await? {
-            if meta
+            if let Some(index) = meta
                 .chunk_key_encoding
                 .decode(&k.as_str()[prefix_len..], meta.ndim())
-                .is_some()
             {
                 storage.stored_bytes += size;
                 storage.chunks_initialized += 1;
+                if let Some(p) = present.as_mut() {
+                    p.push(index);
+                }
             }
         }
+        if let Some(p) = present.as_mut() {
+            p.sort();
+        }
+        storage.present = present;
         Ok(storage)
     }
 }
@@ -150,9 +161,15 @@ pub struct TreeNode {
     pub node: Result<Node>,
 }
 
+/// Grids up to this many cells (chunks, or shards) say which cells are stored.
+pub const CHUNK_MAP_MAX: u64 = 4096;
+
 /// What an array occupies in the store.
-#[derive(Debug, Default, Clone, Copy)]
+#[derive(Debug, Default, Clone)]
 pub struct Storage {
     pub stored_bytes: u64,
     pub chunks_initialized: u64,
+    /// The grid indices of the stored cells, in order, when the grid has at
+    /// most [`CHUNK_MAP_MAX`] cells.
+    pub present: Option<Vec<Vec<u64>>>,
 }

@@ -17,16 +17,53 @@ use crate::zarr::{ArrayBytes, DataType};
 
 pub struct Png;
 
+/// A colormap as images are drawn with it: `at(0)` is the colour of the low
+/// end of the range, `at(1)` of the high end.
+#[derive(Clone, Copy)]
+pub struct Colormap {
+    gradient: colorous::Gradient,
+    reversed: bool,
+}
+
+impl Colormap {
+    const fn new(gradient: colorous::Gradient) -> Self {
+        Colormap {
+            gradient,
+            reversed: false,
+        }
+    }
+
+    pub fn at(&self, t: f64) -> [u8; 3] {
+        let t = t.clamp(0.0, 1.0);
+        let c = self
+            .gradient
+            .eval_continuous(if self.reversed { 1.0 - t } else { t });
+        [c.r, c.g, c.b]
+    }
+}
+
 /// The colormaps `cmap=` names; the first is the default.
-const COLORMAPS: &[(&str, colorous::Gradient)] = &[
-    ("viridis", colorous::VIRIDIS),
-    ("magma", colorous::MAGMA),
-    ("inferno", colorous::INFERNO),
-    ("plasma", colorous::PLASMA),
-    ("cividis", colorous::CIVIDIS),
-    ("gray", colorous::GREYS),
-    ("rdbu", colorous::RED_BLUE),
+const COLORMAPS: &[(&str, Colormap)] = &[
+    ("viridis", Colormap::new(colorous::VIRIDIS)),
+    ("magma", Colormap::new(colorous::MAGMA)),
+    ("inferno", Colormap::new(colorous::INFERNO)),
+    ("plasma", Colormap::new(colorous::PLASMA)),
+    ("cividis", Colormap::new(colorous::CIVIDIS)),
+    // Black at the low end, as image viewers draw gray.
+    (
+        "gray",
+        Colormap {
+            gradient: colorous::GREYS,
+            reversed: true,
+        },
+    ),
+    ("rdbu", Colormap::new(colorous::RED_BLUE)),
 ];
+
+/// Every colormap, by name, the default first.
+pub fn colormaps() -> impl Iterator<Item = (&'static str, Colormap)> {
+    COLORMAPS.iter().copied()
+}
 
 fn unprocessable(code: &'static str, message: String) -> ApiError {
     ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, code, message)
@@ -47,6 +84,31 @@ impl Output for Png {
         true
     }
     fn encode(&self, data: Data, render: &Render) -> ApiResult<Response> {
+        let drawn = draw(&data, render)?;
+        let mut response = image(drawn.png);
+        // The range drawn, so a page can label its colorbar with the
+        // percentiles chosen here.
+        if let Some((lo, hi)) = drawn.range {
+            for (name, v) in [("x-zarr-vmin", lo), ("x-zarr-vmax", hi)] {
+                if let Ok(v) = HeaderValue::from_str(&v.to_string()) {
+                    response.headers_mut().insert(name, v);
+                }
+            }
+        }
+        Ok(response)
+    }
+}
+
+/// A picture of a selection: the PNG file, and the range of values the
+/// colormap spans (none for RGB).
+pub struct Drawn {
+    pub png: Vec<u8>,
+    pub range: Option<(f64, f64)>,
+}
+
+/// `data` as a PNG: a 2-D selection through the colormap, or RGB(A).
+pub fn draw(data: &Data, render: &Render) -> ApiResult<Drawn> {
+    {
         let Content::Whole(ArrayBytes::Fixed(bytes)) = &data.content else {
             return Err(ApiError::new(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -85,18 +147,16 @@ impl Output for Png {
                 ),
             ));
         }
-        let rgba = if rgb {
-            channels(bytes, shape[2])
+        let (rgba, range) = if rgb {
+            (channels(bytes, shape[2]), None)
         } else {
-            colored(bytes, &data, render)?
+            let (rgba, lo, hi) = colored(bytes, data, render)?;
+            (rgba, Some((lo, hi)))
         };
-        let png = encode(width as u32, height as u32, &rgba)?;
-        let mut response = Response::new(Body::from(png));
-        response
-            .headers_mut()
-            .insert(header::CONTENT_TYPE, HeaderValue::from_static("image/png"));
-        response.extensions_mut().insert(NoCompression);
-        Ok(response)
+        Ok(Drawn {
+            png: encode(width as u32, height as u32, &rgba)?,
+            range,
+        })
     }
 }
 
@@ -108,8 +168,9 @@ fn channels(bytes: &[u8], n: usize) -> Vec<u8> {
         .collect()
 }
 
-/// Values through the colormap as RGBA; what cannot be drawn is transparent.
-fn colored(bytes: &[u8], data: &Data, render: &Render) -> ApiResult<Vec<u8>> {
+/// Values through the colormap as RGBA, and the range drawn (in values);
+/// what cannot be drawn is transparent.
+fn colored(bytes: &[u8], data: &Data, render: &Render) -> ApiResult<(Vec<u8>, f64, f64)> {
     let size = data.dtype.size().unwrap_or(1).max(1);
     let log = match render.scale.as_deref() {
         None | Some("linear") => false,
@@ -122,10 +183,10 @@ fn colored(bytes: &[u8], data: &Data, render: &Render) -> ApiResult<Vec<u8>> {
         }
     };
     let name = render.cmap.as_deref().unwrap_or(COLORMAPS[0].0);
-    let gradient = COLORMAPS
+    let colormap = COLORMAPS
         .iter()
         .find(|(n, _)| *n == name)
-        .map(|(_, g)| *g)
+        .map(|(_, c)| *c)
         .ok_or_else(|| {
             let names: Vec<&str> = COLORMAPS.iter().map(|(n, _)| *n).collect();
             ApiError::bad_request(
@@ -133,8 +194,6 @@ fn colored(bytes: &[u8], data: &Data, render: &Render) -> ApiResult<Vec<u8>> {
                 format!("cmap '{name}' is not one of {}", names.join(", ")),
             )
         })?;
-    // Black at the low end for gray, as image viewers draw it.
-    let flip = name == "gray";
     if element_as_f64(&data.dtype, &vec![0; size]).is_none() {
         return Err(unprocessable(
             "not_drawable",
@@ -171,17 +230,18 @@ fn colored(bytes: &[u8], data: &Data, render: &Render) -> ApiResult<Vec<u8>> {
         ));
     }
     let span = if hi > lo { hi - lo } else { 1.0 };
-    Ok(values
+    let rgba = values
         .iter()
         .flat_map(|v| match v {
             None => [0, 0, 0, 0],
             Some(v) => {
-                let t = ((v - lo) / span).clamp(0.0, 1.0);
-                let c = gradient.eval_continuous(if flip { 1.0 - t } else { t });
-                [c.r, c.g, c.b, 255]
+                let [r, g, b] = colormap.at((v - lo) / span);
+                [r, g, b, 255]
             }
         })
-        .collect())
+        .collect();
+    let untransform = |v: f64| if log { 10f64.powf(v) } else { v };
+    Ok((rgba, untransform(lo), untransform(hi)))
 }
 
 /// The 2nd and 98th percentiles of the finite values (0 and 1 when none).
@@ -195,7 +255,18 @@ fn percentiles(values: &[Option<f64>]) -> (f64, f64) {
     (at(0.02), at(0.98))
 }
 
-fn encode(width: u32, height: u32, rgba: &[u8]) -> ApiResult<Vec<u8>> {
+/// A PNG answer, never compressed (it already is).
+pub fn image(png: Vec<u8>) -> Response {
+    let mut response = Response::new(Body::from(png));
+    response
+        .headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("image/png"));
+    response.extensions_mut().insert(NoCompression);
+    response
+}
+
+/// RGBA pixels, row by row, as a PNG file.
+pub fn encode(width: u32, height: u32, rgba: &[u8]) -> ApiResult<Vec<u8>> {
     let failed = |e: png::EncodingError| {
         ApiError::new(
             StatusCode::INTERNAL_SERVER_ERROR,

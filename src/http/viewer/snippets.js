@@ -1,0 +1,226 @@
+// Code that reads exactly what is on screen, for each client a user might
+// take it to. Every snippet uses the same selection items, so they agree.
+
+import { el } from "./format.js";
+
+const CLIENTS = [
+  ["zarr-python", "zarr-python", "python"],
+  ["xarray", "xarray", "python"],
+  ["tensorstore", "TensorStore", "python"],
+  ["curl", "curl", "shell"],
+  ["zarrita", "zarrita.js", "javascript"],
+];
+
+function encodePath(path) {
+  return path
+    .split("/")
+    .filter(Boolean)
+    .map(encodeURIComponent)
+    .join("/");
+}
+
+function str(s) {
+  return JSON.stringify(s);
+}
+
+function shellQuote(s) {
+  return `'${s.replace(/'/g, "'\\''")}'`;
+}
+
+function parseItem(item) {
+  if (/^-?\d+$/.test(item)) return { int: Number(item) };
+  const [a = "", b = "", s = ""] = item.split(":");
+  return { start: a === "" ? null : Number(a), stop: b === "" ? null : Number(b), step: s === "" ? null : Number(s) };
+}
+
+function pyItem(item) {
+  return item;
+}
+
+function pySlice(item) {
+  const p = parseItem(item);
+  if ("int" in p) return String(p.int);
+  const args = [p.start, p.stop].map((v) => (v === null ? "None" : String(v)));
+  if (p.step !== null) args.push(String(p.step));
+  return `slice(${args.join(", ")})`;
+}
+
+function jsItem(item) {
+  const p = parseItem(item);
+  if ("int" in p) return String(p.int);
+  if (p.start === null && p.stop === null && p.step === null) return "null";
+  const args = [p.start, p.stop].map((v) => (v === null ? "null" : String(v)));
+  if (p.step !== null) args.push(String(p.step));
+  return `zarr.slice(${args.join(", ")})`;
+}
+
+/** The Python index expression of the items, as `arr[...]` takes it. */
+export function pythonIndex(items) {
+  return items.length ? items.map(pyItem).join(", ") : "...";
+}
+
+function zarrPython(c) {
+  const opts = c.token ? `, storage_options={"headers": {"Authorization": ${str(`Bearer ${c.token}`)}}}` : "";
+  return [
+    "import zarr",
+    "",
+    `arr = zarr.open_array(${str(c.storeURL)}, mode="r"${opts})`,
+    `data = arr[${pythonIndex(c.items)}]`,
+  ].join("\n");
+}
+
+function xarray(c) {
+  const opts = c.token ? `, storage_options={"headers": {"Authorization": ${str(`Bearer ${c.token}`)}}}` : "";
+  const names = c.shape.map((_, d) => c.dimNames[d] || `dim_${d}`);
+  const kept = c.items.map((it, d) => [it, d]).filter(([it]) => !/^-?\d+$/.test(it));
+  const dims = kept.map(([, d]) => str(names[d]));
+  const lines = ["import xarray as xr", "import zarr", ""];
+  lines.push(`arr = zarr.open_array(${str(c.storeURL)}, mode="r"${opts})`);
+  const coordLines = [];
+  for (const [it, d] of kept) {
+    const coord = c.coords[d];
+    if (!coord) continue;
+    coordLines.push(`        ${str(names[d])}: zarr.open_array(${str(coord.url)}, mode="r"${opts})[${it}],`);
+  }
+  lines.push("data = xr.DataArray(");
+  lines.push(`    arr[${pythonIndex(c.items)}],`);
+  lines.push(`    dims=(${dims.join(", ")}${dims.length === 1 ? "," : ""}),`);
+  if (coordLines.length) lines.push("    coords={", ...coordLines, "    },");
+  lines.push("    attrs=arr.attrs.asdict(),");
+  lines.push(")");
+  if (c.group !== null && c.dimNames.some(Boolean)) {
+    const isel = c.items.map((it, d) => `${str(names[d])}: ${pySlice(it)}`);
+    lines.push(
+      "",
+      "# When every array of the group has dimension names, the group also opens as a Dataset:",
+      `# ds = xr.open_zarr(${str(c.groupURL)}, consolidated=False${opts})`,
+      `# data = ds[${str(c.name)}].isel({${isel.join(", ")}})`
+    );
+  }
+  return lines.join("\n");
+}
+
+function tensorstore(c) {
+  if (c.zarrFormat !== 2 && c.zarrFormat !== 3) {
+    return `# TensorStore reads Zarr v2 and v3; this array is Zarr v${c.zarrFormat}.`;
+  }
+  const kv = [`"driver": "http"`, `"base_url": ${str(c.storeURL)}`];
+  if (c.token) kv.push(`"headers": [${str(`Authorization: Bearer ${c.token}`)}]`);
+  const spec = [`    "driver": ${str(c.zarrFormat === 3 ? "zarr3" : "zarr")},`, `    "kvstore": {${kv.join(", ")}},`];
+  if (c.fields) spec.push(`    "field": ${str(c.fields[0])},  # structured arrays open one field at a time`);
+  return [
+    "import tensorstore as ts",
+    "",
+    "arr = ts.open({",
+    ...spec,
+    "}, read=True).result()",
+    `data = arr[${pythonIndex(c.items)}].read().result()`,
+  ].join("\n");
+}
+
+function curl(c) {
+  const auth = c.token ? ` -H ${shellQuote(`Authorization: Bearer ${c.token}`)}` : "";
+  const q = c.items.length ? `?select=${c.items.join(",")}` : "";
+  const base = `${c.origin}/api/v1/data/${encodePath(c.path)}`.replace(/'/g, "%27");
+  const lines = [
+    "# the selection as .npy (numpy.load reads it)",
+    `curl${auth} -o data.npy ${shellQuote(`${base}${q}`)}`,
+    "",
+    "# the same values as JSON",
+    `curl${auth} ${shellQuote(`${base}${q}${q ? "&" : "?"}format=json`)}`,
+  ];
+  if (c.image) {
+    lines.push("", "# the picture on screen", `curl${auth} -o image.png ${shellQuote(`${base}${q}${q ? "&" : "?"}${c.image}`)}`);
+  }
+  return lines.join("\n");
+}
+
+function zarrita(c) {
+  const opts = c.token ? `, { overrides: { headers: { Authorization: ${str(`Bearer ${c.token}`)} } } }` : "";
+  const sel = c.items.length ? `, [${c.items.map(jsItem).join(", ")}]` : "";
+  return [
+    'import * as zarr from "zarrita";',
+    "",
+    `const store = new zarr.FetchStore(${str(c.storeURL)}${opts});`,
+    'const arr = await zarr.open(store, { kind: "array" });',
+    `const data = await zarr.get(arr${sel});`,
+    "console.log(data.shape, data.data);",
+  ].join("\n");
+}
+
+const WRITERS = { "zarr-python": zarrPython, xarray, tensorstore, curl, zarrita };
+
+async function copy(text, button) {
+  let ok = false;
+  try {
+    await navigator.clipboard.writeText(text);
+    ok = true;
+  } catch {
+    // Without the clipboard API (plain http on another host): select and copy.
+    const area = el("textarea", { class: "visually-hidden" });
+    area.value = text;
+    document.body.append(area);
+    area.select();
+    try {
+      ok = document.execCommand("copy");
+    } catch {
+      ok = false;
+    }
+    area.remove();
+  }
+  const label = button.textContent;
+  button.textContent = ok ? "Copied" : "Copy failed";
+  setTimeout(() => {
+    button.textContent = label;
+  }, 1500);
+}
+
+/**
+ * ctx: {origin, path, meta, token, items (select items), what (which view
+ * the selection comes from), coords: {dim: {path}}, image (png query part)}
+ */
+export function renderSnippets(container, ctx) {
+  const { origin, path, meta } = ctx;
+  const slash = path.lastIndexOf("/");
+  const group = path === "" ? null : slash < 0 ? "" : path.slice(0, slash);
+  const storeURL = `${origin}/zarr${path ? `/${encodePath(path)}` : ""}`;
+  const coords = {};
+  for (const [d, c] of Object.entries(ctx.coords || {})) {
+    coords[d] = { url: `${origin}/zarr/${encodePath(c.path)}` };
+  }
+  const np = meta.dtype && meta.dtype.numpy;
+  const c = {
+    origin,
+    path,
+    name: path.slice(slash + 1),
+    group,
+    groupURL: group === null ? "" : `${origin}/zarr${group ? `/${encodePath(group)}` : ""}`,
+    storeURL,
+    token: ctx.token,
+    items: ctx.items,
+    shape: meta.shape,
+    dimNames: meta.dimension_names || meta.shape.map(() => null),
+    coords,
+    zarrFormat: meta.zarr_format,
+    fields: Array.isArray(np) ? np.map((f) => f[0]) : null,
+    image: ctx.image,
+  };
+  const expr = `${path || "/"}[${pythonIndex(ctx.items)}]`;
+  const intro = el(
+    "p",
+    { class: "code-intro" },
+    `The selection ${ctx.what ? `shown in the ${ctx.what}` : "on screen"}: `,
+    el("code", { "data-selection": ctx.items.join(",") }, expr),
+    ctx.resultShape ? `, shape (${ctx.resultShape.join(", ")}${ctx.resultShape.length === 1 ? "," : ""})` : "",
+    ". Each snippet reads exactly these values from this server."
+  );
+  const sections = CLIENTS.map(([lang, title, syntax]) => {
+    const text = WRITERS[lang](c);
+    const pre = el("pre", { "data-lang": lang, class: `snippet lang-${syntax}`, tabindex: "0", "aria-label": `${title} code` });
+    pre.textContent = text;
+    const button = el("button", { type: "button", class: "copy", "aria-label": `Copy the ${title} code` }, "Copy");
+    button.addEventListener("click", () => copy(pre.textContent, button));
+    return el("section", { class: "snippet-block" }, el("header", {}, el("h3", {}, title), button), pre);
+  });
+  container.replaceChildren(intro, ...sections);
+}
