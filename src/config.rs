@@ -300,6 +300,9 @@ pub enum MountSpec {
         #[serde(default)]
         targets: Vec<String>,
     },
+    Icechunk {
+        icechunk: String,
+    },
 }
 
 /// What a root or a mount serves.
@@ -310,12 +313,19 @@ pub enum Source {
     /// A kerchunk reference set (virtual Zarr), whose targets may lie
     /// under `targets` (none: the set's own folder).
     References { url: String, targets: Vec<String> },
+    /// An Icechunk repository (versioned Zarr).
+    Icechunk(String),
 }
 
 impl Source {
     /// A ROOT as given: a reference set when it names a `.json` file or a
-    /// `.parq` folder.
+    /// `.parq` folder, an Icechunk repository when it names a directory
+    /// holding one (its `refs` and `snapshots` folders).
     pub fn root(location: &str, targets: &[String]) -> Source {
+        let dir = std::path::Path::new(location.strip_prefix("file://").unwrap_or(location));
+        if dir.join("refs").is_dir() && dir.join("snapshots").is_dir() {
+            return Source::Icechunk(location.to_string());
+        }
         let path = location.split(['?', '#']).next().unwrap_or(location);
         let path = path.trim_end_matches('/').to_ascii_lowercase();
         if path.ends_with(".json") || path.ends_with(".parq") {
@@ -528,6 +538,7 @@ impl Config {
                             },
                             true,
                         ),
+                        MountSpec::Icechunk { icechunk } => (Source::Icechunk(icechunk), true),
                     };
                     Mount {
                         name,
@@ -596,7 +607,7 @@ mod tests {
         assert_eq!(c.cache_size, 1 << 30);
         assert_eq!(c.recheck_cached, Recheck::After(Duration::from_secs(30)));
         assert_eq!(c.json_limit, 64 << 20);
-        std::fs::write(&path, "[mounts]\nera5 = \"memory://\"\nscratch = { url = \"file:///tmp/x\", read_only = true }\nnc = { references = \"s3://b/refs.json\", targets = [\"s3://b/nc/\"] }\n").unwrap();
+        std::fs::write(&path, "[mounts]\nera5 = \"memory://\"\nscratch = { url = \"file:///tmp/x\", read_only = true }\nnc = { references = \"s3://b/refs.json\", targets = [\"s3://b/nc/\"] }\nrepo = { icechunk = \"s3://b/repo\" }\n").unwrap();
         let c = Config::resolve(ServeArgs {
             config: Some(path.clone()),
             ..Default::default()
@@ -619,6 +630,7 @@ mod tests {
                     },
                     true
                 ),
+                mount("repo", Source::Icechunk("s3://b/repo".into()), true),
                 mount("scratch", Source::Store("file:///tmp/x".into()), true),
             ]
         );

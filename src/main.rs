@@ -89,6 +89,7 @@ async fn open(source: &Source) -> Result<Store, zarrd::store::StoreError> {
     match source {
         Source::Store(location) => Store::open(location),
         Source::References { url, targets } => Store::references(url, targets).await,
+        Source::Icechunk(location) => Store::icechunk(location).await,
     }
 }
 

@@ -14,6 +14,7 @@ pub mod range;
 pub mod raw;
 pub mod routes;
 mod serve;
+mod versions;
 mod viewer;
 pub mod write;
 
@@ -132,6 +133,7 @@ fn handler(path: &str) -> MethodRouter<AppState> {
         "/openapi.yaml" => get(openapi),
         "/metrics" => get(metrics),
         "/api/v1/preview/{path}" => get(preview::preview),
+        "/api/v1/versions/{path}" => get(versions::versions),
         "/" => get(viewer::page),
         "/view/{path}" => get(viewer::view),
         "/viewer/settings.json" => get(viewer::settings),

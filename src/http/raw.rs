@@ -115,6 +115,12 @@ fn value_headers(response: &mut Response, key: &StoreKey, meta: &KeyMeta) {
     if let Ok(date) = HeaderValue::from_str(&format_date(meta.last_modified)) {
         h.insert(header::LAST_MODIFIED, date);
     }
+    if meta.immutable() {
+        h.insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("public, max-age=31536000, immutable"),
+        );
+    }
     response.extensions_mut().insert(NoCompression);
 }
 

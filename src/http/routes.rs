@@ -105,6 +105,11 @@ pub static ROUTES: &[Route] = &[
         resource: Resource::Param,
     },
     Route {
+        path: "/api/v1/versions/{path}",
+        methods: &[("get", READ)],
+        resource: Resource::Param,
+    },
+    Route {
         path: "/api/v1/stats",
         methods: &[("get", READ)],
         resource: Resource::Server,

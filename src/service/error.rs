@@ -90,6 +90,7 @@ impl From<StoreError> for ServiceError {
             StoreError::BadUrl { .. } => (Internal, "bad_store"),
             // The data the reference names is not there: the store failed.
             StoreError::BadReference(_) => (StoreUnavailable, "bad_reference"),
+            StoreError::UnknownVersion(_) => (NotFound, "unknown_version"),
             StoreError::Backend { .. } => {
                 crate::metrics::count(&crate::metrics::STORE_ERRORS);
                 (StoreUnavailable, "store_error")

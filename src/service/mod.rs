@@ -122,6 +122,12 @@ impl Service {
             .collect())
     }
 
+    /// Branches, tags and the latest `limit` snapshots of the versioned
+    /// store (an Icechunk repository) mounted at `path`.
+    pub async fn versions(&self, path: &StoreKey, limit: usize) -> Result<crate::store::Versions> {
+        Ok(self.store.versions(path, limit).await?)
+    }
+
     /// Stored chunk-grid keys of an array (shards when sharded) and their
     /// bytes; which ones, for grids of at most [`CHUNK_MAP_MAX`] cells.
     pub async fn storage(&self, array: &Array) -> Result<Storage> {

@@ -5,6 +5,7 @@
 mod backends;
 mod confined;
 mod get;
+mod icechunk_repo;
 mod key;
 mod local;
 mod open_files;
@@ -14,6 +15,7 @@ pub mod update;
 mod zip;
 
 pub use confined::{Escape, NameTooLong, UploadName};
+pub use icechunk_repo::{SnapshotEntry, Versions};
 pub use key::{node_path, StoreKey};
 pub use update::{Coordination, Outcome, Replacement, Updater};
 
@@ -64,6 +66,9 @@ pub enum StoreError {
     /// A reference (virtual Zarr) whose target is missing or too short.
     #[error("{0}")]
     BadReference(String),
+    /// A version (branch, tag, snapshot) a versioned store does not have.
+    #[error("{0}")]
+    UnknownVersion(String),
     #[error("store error on '{key}': {source}")]
     Backend {
         key: String,
@@ -112,6 +117,7 @@ impl StoreError {
                 reason: reason.clone(),
             },
             StoreError::BadReference(message) => StoreError::BadReference(message.clone()),
+            StoreError::UnknownVersion(message) => StoreError::UnknownVersion(message.clone()),
             StoreError::Backend { key: k, source } => StoreError::Backend {
                 key: key(k),
                 source: object_store::Error::Generic {
@@ -164,6 +170,11 @@ impl StoreError {
                     },
                 }
             }
+            object_store::Error::Generic { source, .. }
+                if source.is::<icechunk_repo::UnknownVersion>() =>
+            {
+                StoreError::UnknownVersion(source.to_string())
+            }
             object_store::Error::Generic { source, .. } if source.is::<Escape>() => {
                 StoreError::Forbidden {
                     key,
@@ -190,6 +201,17 @@ pub struct KeyMeta {
     pub size: u64,
     pub version: Version,
     pub last_modified: chrono_like::Timestamp,
+}
+
+impl KeyMeta {
+    /// The value can never change: it was read at a snapshot id of an
+    /// Icechunk repository (a branch or tag can move; a snapshot cannot).
+    pub fn immutable(&self) -> bool {
+        self.version
+            .version
+            .as_deref()
+            .is_some_and(|v| v.starts_with(icechunk_repo::PINNED))
+    }
 }
 
 /// A value with the version it was read at.
@@ -276,6 +298,8 @@ pub struct Store {
     mounts: Arc<Vec<(String, Store)>>,
     /// Reads that bypass object_store for a local directory (fewer thread hops).
     local: Option<local::LocalReads>,
+    /// The repository, when this store is an Icechunk repository.
+    repo: Option<Arc<icechunk_repo::Repo>>,
 }
 
 /// The object_store path of a key: the key as it is, so that objects and
@@ -320,6 +344,45 @@ impl Store {
             read_only: false,
             mounts: Arc::new(Vec::new()),
             local: None,
+            repo: None,
+        }
+    }
+
+    /// A read-only store over the Icechunk repository at `location` (a
+    /// directory, `file://` or `s3://` URL). Mounted, it is addressed at a
+    /// branch, tag or snapshot as `name@ref`; unnamed, at branch `main`.
+    pub async fn icechunk(location: &str) -> Result<Store, StoreError> {
+        let repo = Arc::new(icechunk_repo::Repo::open(location).await?);
+        let mut store = Store::with_coordination(
+            repo.clone(),
+            format!("icechunk+{location}"),
+            Coordination::CompareAndSwap,
+        );
+        // The repository refuses writes itself, saying why.
+        store.read_only = true;
+        store.repo = Some(repo);
+        Ok(store)
+    }
+
+    /// Branches, tags and recent snapshots of the Icechunk repository at
+    /// `path` (a mount's name, or the root), newest snapshots first.
+    pub async fn versions(&self, path: &StoreKey, limit: usize) -> Result<Versions, StoreError> {
+        let store = if path.is_root() {
+            self
+        } else {
+            self.mounts
+                .iter()
+                .find(|(name, _)| name == path.as_str())
+                .map(|(_, s)| s)
+                .ok_or_else(|| StoreError::NotFound {
+                    key: path.to_string(),
+                })?
+        };
+        match &store.repo {
+            Some(repo) => repo.versions(limit).await,
+            None => Err(StoreError::NotSupported {
+                what: format!("versions of '{path}', which is not an Icechunk repository"),
+            }),
         }
     }
 
@@ -456,10 +519,21 @@ impl Store {
             return None;
         }
         let (first, rest) = key.as_str().split_once('/').unwrap_or((key.as_str(), ""));
-        let (_, store) = self.mounts.iter().find(|(name, _)| name == first)?;
+        // `name@ref`: a version of a versioned mount.
+        let (name, version) = match first.split_once('@') {
+            Some((name, version)) if !version.is_empty() => (name, Some(version)),
+            _ => (first, None),
+        };
+        let (_, store) = self.mounts.iter().find(|(n, _)| n == name)?;
+        let inner = match version {
+            None => rest.to_string(),
+            Some(_) if store.repo.is_none() => return None,
+            Some(v) if rest.is_empty() => format!("{}/{v}", icechunk_repo::VERSION_FOLDER),
+            Some(v) => format!("{}/{v}/{rest}", icechunk_repo::VERSION_FOLDER),
+        };
         Some((
             store,
-            StoreKey::new(rest).unwrap_or_else(|_| StoreKey::root()),
+            StoreKey::new(&inner).unwrap_or_else(|_| StoreKey::root()),
         ))
     }
 

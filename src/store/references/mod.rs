@@ -26,6 +26,7 @@ use object_store::{
 };
 use sha2::{Digest, Sha256};
 
+pub(super) use targets::location_url;
 pub use targets::TargetError;
 use targets::Targets;
 

@@ -1,0 +1,526 @@
+//! Icechunk repositories (transactional, versioned Zarr) as read-only
+//! stores, through the `icechunk` crate: each read opens the repository at
+//! a branch, a tag or a snapshot and answers the Zarr key from that
+//! snapshot, native, inline and virtual chunks alike.
+//!
+//! The version travels in the key: a mount addressed as `name@ref` hands
+//! this store keys below [`VERSION_FOLDER`]`/{ref}/`; keys without it read
+//! the branch `main`. (`__` names are reserved by Zarr v3, so no node can
+//! be mistaken for a version.)
+
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use chrono::{DateTime, Utc};
+use futures::stream::BoxStream;
+use futures::{StreamExt, TryStreamExt};
+use icechunk::format::{ByteRange, SnapshotId};
+use icechunk::repository::VersionInfo;
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetRange, GetResult, GetResultPayload, ListResult, MultipartUpload,
+    ObjectMeta, ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult,
+};
+use sha2::{Digest, Sha256};
+use tokio::sync::RwLock;
+
+use super::StoreError;
+
+/// The folder of a key that names a version: `__version/{ref}/{key}`.
+pub const VERSION_FOLDER: &str = "__version";
+/// The branch read when no version is named.
+pub const DEFAULT_BRANCH: &str = "main";
+/// `ObjectMeta::version` of values read at a snapshot id: they can never
+/// change (see `KeyMeta::immutable`).
+pub const PINNED: &str = "icechunk-snapshot:";
+
+/// Snapshots kept open (each holds its manifests as they are read).
+const OPEN_SNAPSHOTS: u64 = 64;
+
+/// A branch, a tag, or a snapshot of a repository, as listed.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct SnapshotEntry {
+    pub id: String,
+    pub parent_id: Option<String>,
+    pub message: String,
+    pub written_at: DateTime<Utc>,
+}
+
+/// Every named version of a repository and the recent history of `main`.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Versions {
+    pub branches: Vec<(String, String)>,
+    pub tags: Vec<(String, String)>,
+    pub snapshots: Vec<SnapshotEntry>,
+}
+
+/// An open repository, cheap to clone.
+#[derive(Clone)]
+pub struct Repo(Arc<Open>);
+
+pub struct Open {
+    repo: icechunk::Repository,
+    source: String,
+    /// A store per snapshot read, with the time it was written, by id.
+    snapshots: moka::future::Cache<String, (Arc<icechunk::Store>, DateTime<Utc>)>,
+}
+
+impl std::ops::Deref for Repo {
+    type Target = Open;
+
+    fn deref(&self) -> &Open {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for Repo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Repo({})", self.source)
+    }
+}
+
+impl std::fmt::Display for Repo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Icechunk({})", self.source)
+    }
+}
+
+fn generic(message: impl Into<String>) -> object_store::Error {
+    object_store::Error::Generic {
+        store: "icechunk",
+        source: message.into().into(),
+    }
+}
+
+/// A ref that names no branch, tag or snapshot.
+#[derive(Debug, thiserror::Error)]
+#[error("'{reference}' is not a branch, a tag or a snapshot of the repository {repository}")]
+pub struct UnknownVersion {
+    reference: String,
+    repository: String,
+}
+
+fn not_found(key: &str, why: impl std::fmt::Display) -> object_store::Error {
+    object_store::Error::NotFound {
+        path: key.to_string(),
+        source: why.to_string().into(),
+    }
+}
+
+fn read_only() -> object_store::Error {
+    object_store::Error::Generic {
+        store: "icechunk",
+        source: Box::new(super::read_only::Refused(
+            "of an Icechunk repository (writes to its keys would bypass its transactions)".into(),
+        )),
+    }
+}
+
+/// Where a repository lives: a directory, `file://`, or `s3://bucket/prefix`
+/// (credentials, region and endpoint from the usual `AWS_*` variables).
+async fn storage(location: &str) -> Result<Arc<dyn icechunk::Storage + Send + Sync>, String> {
+    let url = super::references::location_url(location)?;
+    match url.scheme() {
+        "file" => icechunk::new_local_filesystem_storage(std::path::Path::new(url.path()))
+            .await
+            .map_err(|e| e.to_string()),
+        "s3" | "s3a" => {
+            let env = |k: &str| std::env::var(k).ok();
+            let endpoint = env("AWS_ENDPOINT_URL").or_else(|| env("AWS_ENDPOINT"));
+            let mut options = icechunk::config::S3Options::default();
+            options.region = env("AWS_REGION").or_else(|| env("AWS_DEFAULT_REGION"));
+            options.allow_http = env("AWS_ALLOW_HTTP").is_some_and(|v| v == "true")
+                || endpoint
+                    .as_deref()
+                    .is_some_and(|e| e.starts_with("http://"));
+            options.endpoint_url = endpoint;
+            options.force_path_style =
+                env("AWS_VIRTUAL_HOSTED_STYLE_REQUEST").is_none_or(|v| v != "true");
+            let prefix = url.path().trim_matches('/');
+            icechunk::new_s3_object_store_storage(
+                options,
+                url.host_str().unwrap_or_default().to_string(),
+                (!prefix.is_empty()).then(|| prefix.to_string()),
+                None,
+                Vec::new(),
+                Vec::new(),
+            )
+            .await
+            .map_err(|e| e.to_string())
+        }
+        other => Err(format!(
+            "Icechunk repositories are read from a directory, file:// or s3://, not {other}://"
+        )),
+    }
+}
+
+impl Repo {
+    /// The repository at `location`, with access to the virtual chunk
+    /// containers its configuration declares (and no others).
+    pub async fn open(location: &str) -> Result<Repo, StoreError> {
+        let bad = |reason: String| StoreError::BadUrl {
+            url: location.to_string(),
+            reason,
+        };
+        let storage = storage(location).await.map_err(&bad)?;
+        let repo = icechunk::Repository::open(storage.clone())
+            .execute()
+            .await
+            .map_err(|e| bad(format!("not an Icechunk repository: {e}")))?;
+        let containers: HashMap<String, Option<icechunk::config::Credentials>> = repo
+            .config()
+            .virtual_chunk_containers()
+            .map(|v| (v.url_prefix().to_string(), None))
+            .collect();
+        let repo = if containers.is_empty() {
+            repo
+        } else {
+            repo.reopen(None, Some(containers))
+                .await
+                .map_err(|e| bad(e.to_string()))?
+        };
+        Ok(Repo(Arc::new(Open {
+            repo,
+            source: location.to_string(),
+            snapshots: moka::future::Cache::new(OPEN_SNAPSHOTS),
+        })))
+    }
+
+    /// The snapshot a ref names: a branch's tip, a tag's snapshot, or a
+    /// snapshot id; and whether it was named by id (so can never change).
+    async fn resolve(&self, reference: &str) -> object_store::Result<(SnapshotId, bool)> {
+        if let Ok(id) = self.repo.lookup_branch(reference).await {
+            return Ok((id, false));
+        }
+        if let Ok(id) = self.repo.lookup_tag(reference).await {
+            return Ok((id, false));
+        }
+        if let Ok(id) = SnapshotId::try_from(reference) {
+            if self.repo.lookup_snapshot(&id).await.is_ok() {
+                return Ok((id, true));
+            }
+        }
+        Err(object_store::Error::Generic {
+            store: "icechunk",
+            source: Box::new(UnknownVersion {
+                reference: reference.to_string(),
+                repository: self.source.clone(),
+            }),
+        })
+    }
+
+    /// The store of one snapshot, opened once, and when it was written.
+    async fn at(
+        &self,
+        id: &SnapshotId,
+    ) -> object_store::Result<(Arc<icechunk::Store>, DateTime<Utc>)> {
+        let repo = &self.repo;
+        self.snapshots
+            .try_get_with(id.to_string(), async move {
+                let written = repo
+                    .lookup_snapshot(id)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .flushed_at;
+                let session = repo
+                    .readonly_session(&VersionInfo::SnapshotId(id.clone()))
+                    .await
+                    .map_err(|e| e.to_string())?;
+                let store = icechunk::Store::from_session(Arc::new(RwLock::new(session))).await;
+                Ok::<_, String>((Arc::new(store), written))
+            })
+            .await
+            .map_err(|e: Arc<String>| generic(e.as_str()))
+    }
+
+    /// The version and Zarr key a store path names.
+    fn split<'a>(&self, location: &'a str) -> (&'a str, &'a str) {
+        match location
+            .strip_prefix(VERSION_FOLDER)
+            .and_then(|r| r.strip_prefix('/'))
+        {
+            Some(rest) => rest.split_once('/').unwrap_or((rest, "")),
+            None => (DEFAULT_BRANCH, location),
+        }
+    }
+
+    /// Every branch and tag with its snapshot, and the history of `main`
+    /// (at most `limit` snapshots, newest first).
+    pub async fn versions(&self, limit: usize) -> Result<Versions, StoreError> {
+        let fail = |e: String| StoreError::Backend {
+            key: String::new(),
+            source: generic(e),
+        };
+        let mut branches = Vec::new();
+        for b in self
+            .repo
+            .list_branches()
+            .await
+            .map_err(|e| fail(e.to_string()))?
+        {
+            let id = self
+                .repo
+                .lookup_branch(&b)
+                .await
+                .map_err(|e| fail(e.to_string()))?;
+            branches.push((b, id.to_string()));
+        }
+        let mut tags = Vec::new();
+        for t in self
+            .repo
+            .list_tags()
+            .await
+            .map_err(|e| fail(e.to_string()))?
+        {
+            let id = self
+                .repo
+                .lookup_tag(&t)
+                .await
+                .map_err(|e| fail(e.to_string()))?;
+            tags.push((t, id.to_string()));
+        }
+        let history = self
+            .repo
+            .ancestry(&VersionInfo::BranchTipRef(DEFAULT_BRANCH.into()))
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        let snapshots: Vec<SnapshotEntry> = history
+            .take(limit)
+            .map_ok(|s| SnapshotEntry {
+                id: s.id.to_string(),
+                parent_id: s.parent_id.map(|p| p.to_string()),
+                message: s.message,
+                written_at: s.flushed_at,
+            })
+            .try_collect()
+            .await
+            .map_err(|e| fail(e.to_string()))?;
+        Ok(Versions {
+            branches,
+            tags,
+            snapshots,
+        })
+    }
+
+    /// Size, validator and version of a key at a snapshot.
+    fn meta(
+        location: &Path,
+        at: (&SnapshotId, DateTime<Utc>),
+        pinned: bool,
+        size: u64,
+        key: &str,
+    ) -> ObjectMeta {
+        let (id, written) = at;
+        let mut h = Sha256::new();
+        h.update(id.to_string());
+        h.update([0]);
+        h.update(key);
+        ObjectMeta {
+            location: location.clone(),
+            last_modified: written,
+            size,
+            e_tag: Some(hex::encode(&h.finalize()[..16])),
+            version: pinned.then(|| format!("{PINNED}{id}")),
+        }
+    }
+
+    async fn size(store: &icechunk::Store, key: &str, shown: &str) -> object_store::Result<u64> {
+        let size = store
+            .getsize(key)
+            .await
+            .map_err(|e| icechunk_error(shown, e))?;
+        // A chunk never written has size 0 too: tell it from an empty one.
+        if size == 0
+            && !store
+                .exists(key)
+                .await
+                .map_err(|e| icechunk_error(shown, e))?
+        {
+            return Err(not_found(shown, "no such key in the snapshot"));
+        }
+        Ok(size)
+    }
+}
+
+/// An Icechunk failure as object_store's: a key that is not in the
+/// snapshot is missing; anything else is the backend's error.
+fn icechunk_error(key: &str, e: icechunk::store::StoreError) -> object_store::Error {
+    match &e.kind {
+        icechunk::store::StoreErrorKind::NotFound(_) => not_found(key, &e.kind),
+        _ => generic(format!("'{key}': {}", e.kind)),
+    }
+}
+
+fn range_of(range: Option<&GetRange>, size: u64, key: &str) -> object_store::Result<Range<u64>> {
+    Ok(match range {
+        None => 0..size,
+        Some(GetRange::Bounded(r)) if r.start < size && r.start <= r.end => {
+            r.start..r.end.min(size)
+        }
+        Some(GetRange::Offset(o)) if *o < size => *o..size,
+        Some(GetRange::Suffix(n)) => size.saturating_sub(*n)..size,
+        Some(r) => {
+            return Err(generic(format!(
+                "range {r} is outside '{key}' of {size} bytes"
+            )))
+        }
+    })
+}
+
+#[async_trait]
+impl ObjectStore for Repo {
+    async fn put_opts(
+        &self,
+        _: &Path,
+        _: PutPayload,
+        _: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        Err(read_only())
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        _: &Path,
+        _: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        Err(read_only())
+    }
+
+    async fn get_opts(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        let (reference, key) = self.split(location.as_ref());
+        let (id, pinned) = self.resolve(reference).await?;
+        let (store, written) = self.at(&id).await?;
+        let size = Repo::size(&store, key, location.as_ref()).await?;
+        let meta = Repo::meta(location, (&id, written), pinned, size, key);
+        options.check_preconditions(&meta)?;
+        let range = range_of(options.range.as_ref(), size, location.as_ref())?;
+        let bytes = if options.head || range.is_empty() {
+            Bytes::new()
+        } else {
+            store
+                .get(key, &ByteRange::Bounded(range.clone()))
+                .await
+                .map_err(|e| icechunk_error(location.as_ref(), e))?
+        };
+        Ok(GetResult {
+            payload: GetResultPayload::Stream(
+                futures::stream::once(async move { Ok(bytes) }).boxed(),
+            ),
+            meta,
+            range,
+            attributes: Default::default(),
+            extensions: Default::default(),
+        })
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<Path>>,
+    ) -> BoxStream<'static, object_store::Result<Path>> {
+        locations.map(|_| Err(read_only())).boxed()
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        // Listing needs the repository for the whole stream: collect first.
+        let location = prefix.map(|p| p.as_ref().to_string()).unwrap_or_default();
+        let this = self.clone();
+        futures::stream::once(async move { this.list_all(&location).await })
+            .map_ok(|metas| futures::stream::iter(metas.into_iter().map(Ok)))
+            .try_flatten()
+            .boxed()
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
+        let location = prefix.map(|p| p.as_ref().to_string()).unwrap_or_default();
+        let (reference, key) = self.split(&location);
+        let (id, pinned) = self.resolve(reference).await?;
+        let (store, written) = self.at(&id).await?;
+        let shown = |name: &str| {
+            if location.is_empty() {
+                name.to_string()
+            } else {
+                format!("{location}/{name}")
+            }
+        };
+        let items: Vec<icechunk::store::ListDirItem> = store
+            .list_dir_items(key)
+            .await
+            .map_err(|e| icechunk_error(&location, e))?
+            .try_collect()
+            .await
+            .map_err(|e| icechunk_error(&location, e))?;
+        let mut objects = Vec::new();
+        let mut common = Vec::new();
+        for item in items {
+            match item {
+                icechunk::store::ListDirItem::Key(name) => {
+                    let zarr_key = if key.is_empty() {
+                        name.clone()
+                    } else {
+                        format!("{key}/{name}")
+                    };
+                    let size = Repo::size(&store, &zarr_key, &shown(&name)).await?;
+                    objects.push(Repo::meta(
+                        &Path::from(shown(&name)),
+                        (&id, written),
+                        pinned,
+                        size,
+                        &zarr_key,
+                    ));
+                }
+                icechunk::store::ListDirItem::Prefix(name) => common.push(Path::from(shown(&name))),
+            }
+        }
+        Ok(ListResult {
+            common_prefixes: common,
+            objects,
+            extensions: Default::default(),
+        })
+    }
+
+    async fn copy_opts(&self, _: &Path, _: &Path, _: CopyOptions) -> object_store::Result<()> {
+        Err(read_only())
+    }
+}
+
+impl Repo {
+    /// Every key below `location`, for a recursive listing.
+    async fn list_all(&self, location: &str) -> object_store::Result<Vec<ObjectMeta>> {
+        let repo = self;
+        let (reference, key) = repo.split(location);
+        let (id, pinned) = repo.resolve(reference).await?;
+        let (store, written) = repo.at(&id).await?;
+        let base = &location[..location.len() - key.len()];
+        let keys: Vec<String> = store
+            .list_prefix(if key.is_empty() { "/" } else { key })
+            .await
+            .map_err(|e| icechunk_error(location, e))?
+            .try_collect()
+            .await
+            .map_err(|e| icechunk_error(location, e))?;
+        let mut out = Vec::with_capacity(keys.len());
+        for k in keys {
+            let shown = format!("{base}{k}");
+            let size = Repo::size(&store, &k, &shown).await?;
+            out.push(Repo::meta(
+                &Path::from(shown.clone()),
+                (&id, written),
+                pinned,
+                size,
+                &k,
+            ));
+        }
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+#[path = "icechunk_repo_tests.rs"]
+mod tests;

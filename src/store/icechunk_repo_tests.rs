@@ -1,0 +1,168 @@
+//! An Icechunk repository written with the icechunk crate (two commits, a
+//! tag, a branch), read through zarrd's store at every version.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use tokio::sync::RwLock;
+
+use crate::store::{Store, StoreError, StoreKey};
+
+fn key(k: &str) -> StoreKey {
+    StoreKey::new(k).unwrap()
+}
+
+const GROUP: &str = r#"{"zarr_format":3,"node_type":"group","attributes":{"title":"t"}}"#;
+const ARRAY: &str = r#"{"zarr_format":3,"node_type":"array","shape":[4],"data_type":"uint8","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[2]}},"chunk_key_encoding":{"name":"default","configuration":{"separator":"/"}},"fill_value":0,"codecs":[{"name":"bytes"}]}"#;
+
+/// A repository whose `main` has two commits (chunk `a/c/0` is `[1, 2]`,
+/// then `[9, 9]`), tag `v1` and branch `dev` at the first; and the first
+/// snapshot's id.
+async fn repository(dir: &std::path::Path) -> String {
+    let storage = icechunk::new_local_filesystem_storage(dir).await.unwrap();
+    let repo = icechunk::Repository::create(storage)
+        .execute()
+        .await
+        .unwrap();
+    let commit = |value: &'static [u8], message: &'static str, first: bool| {
+        let repo = &repo;
+        async move {
+            let session = repo.writable_session("main").await.unwrap();
+            let store = icechunk::Store::from_session(Arc::new(RwLock::new(session))).await;
+            if first {
+                store
+                    .set("zarr.json", Bytes::from_static(GROUP.as_bytes()))
+                    .await
+                    .unwrap();
+                store
+                    .set("a/zarr.json", Bytes::from_static(ARRAY.as_bytes()))
+                    .await
+                    .unwrap();
+            }
+            store.set("a/c/0", Bytes::from_static(value)).await.unwrap();
+            let session = store.session();
+            let mut session = session.write().await;
+            session.commit(message).execute().await.unwrap()
+        }
+    };
+    let first = commit(&[1, 2], "first", true).await;
+    commit(&[9, 9], "second", false).await;
+    repo.create_tag("v1", &first).await.unwrap();
+    repo.create_branch("dev", &first).await.unwrap();
+    first.to_string()
+}
+
+async fn mounted(dir: &std::path::Path) -> Store {
+    let repo = Store::icechunk(dir.to_str().unwrap()).await.unwrap();
+    Store::with_mounts(Store::memory(), vec![("repo".into(), repo, true)]).unwrap()
+}
+
+#[tokio::test]
+async fn every_version_reads_its_own_values() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = repository(dir.path()).await;
+    let s = mounted(dir.path()).await;
+    let get = |k: String| {
+        let s = s.clone();
+        async move { s.get(&key(&k)).await.unwrap().unwrap().to_vec() }
+    };
+    assert_eq!(
+        get("repo/a/c/0".into()).await,
+        vec![9, 9],
+        "main by default"
+    );
+    assert_eq!(get("repo@main/a/c/0".into()).await, vec![9, 9]);
+    assert_eq!(get("repo@v1/a/c/0".into()).await, vec![1, 2], "a tag");
+    assert_eq!(get("repo@dev/a/c/0".into()).await, vec![1, 2], "a branch");
+    assert_eq!(
+        get(format!("repo@{first}/a/c/0")).await,
+        vec![1, 2],
+        "a snapshot"
+    );
+    assert_eq!(get("repo/a/zarr.json".into()).await, ARRAY.as_bytes());
+    assert_eq!(
+        s.get_range(&key("repo/a/c/0"), 1..2)
+            .await
+            .unwrap()
+            .to_vec(),
+        vec![9]
+    );
+    let missing = s.get(&key("repo/a/c/1")).await;
+    assert!(
+        matches!(missing, Ok(None)),
+        "a chunk never written: {missing:?}"
+    );
+    let listing = s.list_dir(&key("repo@v1")).await.unwrap();
+    assert_eq!(
+        (listing.keys, listing.prefixes),
+        (vec!["zarr.json".to_string()], vec!["a".to_string()])
+    );
+}
+
+#[tokio::test]
+async fn only_snapshot_ids_are_immutable_and_validators_follow_the_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = repository(dir.path()).await;
+    let s = mounted(dir.path()).await;
+    let head = |k: String| {
+        let s = s.clone();
+        async move { s.head(&key(&k)).await.unwrap().unwrap() }
+    };
+    let pinned = head(format!("repo@{first}/a/c/0")).await;
+    assert!(pinned.immutable());
+    assert_eq!(pinned.size, 2);
+    let tag = head("repo@v1/a/c/0".into()).await;
+    assert!(!tag.immutable(), "a tag can be deleted and made again");
+    assert_eq!(
+        tag.version.e_tag, pinned.version.e_tag,
+        "the same snapshot, the same validator"
+    );
+    let main = head("repo/a/c/0".into()).await;
+    assert!(!main.immutable());
+    assert_ne!(main.version.e_tag, pinned.version.e_tag);
+}
+
+#[tokio::test]
+async fn versions_list_branches_tags_and_history() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = repository(dir.path()).await;
+    let s = mounted(dir.path()).await;
+    let v = s.versions(&key("repo"), 10).await.unwrap();
+    let names: Vec<&str> = v.branches.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["dev", "main"]);
+    assert_eq!(v.tags, vec![("v1".to_string(), first.clone())]);
+    let messages: Vec<&str> = v.snapshots.iter().map(|s| s.message.as_str()).collect();
+    assert_eq!(&messages[..2], ["second", "first"], "newest first");
+    assert_eq!(v.snapshots[1].id, first);
+    assert!(matches!(
+        s.versions(&StoreKey::root(), 10).await,
+        Err(StoreError::NotSupported { .. })
+    ));
+}
+
+#[tokio::test]
+async fn unknown_versions_and_writes_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    repository(dir.path()).await;
+    let s = mounted(dir.path()).await;
+    let err = s.get(&key("repo@nope/a/c/0")).await.unwrap_err();
+    assert!(
+        matches!(&err, StoreError::UnknownVersion(m) if m.contains("'nope'")),
+        "{err}"
+    );
+    let err = s
+        .put(&key("repo/a/c/1"), Bytes::from_static(&[1, 1]))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, StoreError::ReadOnly { what } if what.contains("transactions")),
+        "{err}"
+    );
+    let err = Store::icechunk(dir.path().join("a").to_str().unwrap())
+        .await
+        .unwrap_err();
+    assert!(
+        err.to_string().contains("not an Icechunk repository"),
+        "{err}"
+    );
+}
