@@ -47,19 +47,20 @@ fn with_prefix(inner: Arc<dyn ObjectStore>, url: &Url) -> Arc<dyn ObjectStore> {
 /// the URL and are opened from all of it.
 pub(super) fn bucket_store(url: &Url) -> Result<Arc<dyn ObjectStore>, StoreError> {
     let location = url.as_str();
-    let bucket_url = format!("{}://{}", url.scheme(), url.host_str().unwrap_or(""));
+    // Scheme, credentials, host and port: a host's other ports are other servers.
+    let bucket_url = &url[..url::Position::BeforePath];
     Ok(match url.scheme() {
         "file" => Arc::new(object_store::local::LocalFileSystem::new()),
         "s3" | "s3a" => Arc::new(
             object_store::aws::AmazonS3Builder::from_env()
-                .with_url(&bucket_url)
+                .with_url(bucket_url)
                 .with_retry(retries())
                 .build()
                 .map_err(|e| bad(location, e))?,
         ),
         "gs" => Arc::new(
             object_store::gcp::GoogleCloudStorageBuilder::from_env()
-                .with_url(&bucket_url)
+                .with_url(bucket_url)
                 .with_retry(retries())
                 .build()
                 .map_err(|e| bad(location, e))?,
@@ -67,14 +68,14 @@ pub(super) fn bucket_store(url: &Url) -> Result<Arc<dyn ObjectStore>, StoreError
         "az" | "azure" | "abfs" | "abfss" => Arc::new(
             object_store::azure::MicrosoftAzureBuilder::from_env()
                 // abfs URLs name the container before the account; az URLs name it as the host.
-                .with_url(if url.scheme().starts_with("abfs") { location } else { &bucket_url })
+                .with_url(if url.scheme().starts_with("abfs") { location } else { bucket_url })
                 .with_retry(retries())
                 .build()
                 .map_err(|e| bad(location, e))?,
         ),
         "http" | "https" => Arc::new(
             object_store::http::HttpBuilder::new()
-                .with_url(&bucket_url)
+                .with_url(bucket_url)
                 .with_client_options(
                     object_store::ClientOptions::new().with_allow_http(url.scheme() == "http"),
                 )

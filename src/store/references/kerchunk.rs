@@ -21,8 +21,19 @@ fn malformed(message: impl Into<String>) -> Malformed {
     Malformed(message.into())
 }
 
-/// At most this many references come out of one `gen` entry.
-const MAX_GENERATED: u64 = 10_000_000;
+/// At most this many references come out of the `gen` entries of a set,
+/// and their keys and URLs at most this many bytes: a few hundred bytes of
+/// `gen` must not cost the server gigabytes (sets that large are written in
+/// the Parquet layout, which is read as needed).
+const MAX_GENERATED: u64 = 2_000_000;
+const MAX_GENERATED_BYTES: u64 = 256 << 20;
+
+/// What the `gen` entries of one set have made so far.
+#[derive(Default)]
+struct Budget {
+    count: u64,
+    bytes: u64,
+}
 
 /// Every reference of a JSON set, by key.
 pub fn parse(text: &[u8]) -> Result<BTreeMap<String, Ref>, Malformed> {
@@ -66,8 +77,9 @@ pub fn parse(text: &[u8]) -> Result<BTreeMap<String, Ref>, Malformed> {
             match doc.get("gen") {
                 None | Some(Value::Null) => {}
                 Some(Value::Array(gens)) => {
+                    let mut budget = Budget::default();
                     for g in gens {
-                        generate(g, &templates, &mut out)?;
+                        generate(g, &templates, &mut out, &mut budget)?;
                     }
                 }
                 Some(other) => return Err(malformed(format!("gen is {other}, not a list"))),
@@ -78,6 +90,14 @@ pub fn parse(text: &[u8]) -> Result<BTreeMap<String, Ref>, Malformed> {
                 "reference set version {other} is not 0 or 1"
             )))
         }
+    }
+    // Keys that leave the store (`..`, empty segments) would never be
+    // served; refuse the set rather than list what cannot be read.
+    if let Some((key, e)) = out
+        .keys()
+        .find_map(|k| crate::store::StoreKey::new(k).err().map(|e| (k, e)))
+    {
+        return Err(malformed(format!("reference '{key}': {e}")));
     }
     Ok(out)
 }
@@ -114,11 +134,17 @@ fn reference(
             };
             match parts.len() {
                 1 => Ok(Ref::Whole { url: url.into() }),
-                3 => Ok(Ref::Range {
-                    url: url.into(),
-                    offset: number(1)?,
-                    length: number(2)?,
-                }),
+                3 => {
+                    let (offset, length) = (number(1)?, number(2)?);
+                    if offset.checked_add(length).is_none() {
+                        return Err(bad("its offset and length run past the largest file"));
+                    }
+                    Ok(Ref::Range {
+                        url: url.into(),
+                        offset,
+                        length,
+                    })
+                }
                 n => Err(bad(&format!(
                     "a list reference has 1 or 3 items ([url] or [url, offset, length]), not {n}"
                 ))),
@@ -133,6 +159,7 @@ fn generate(
     g: &Value,
     templates: &HashMap<String, String>,
     out: &mut BTreeMap<String, Ref>,
+    budget: &mut Budget,
 ) -> Result<(), Malformed> {
     let text = |name: &str| -> Result<String, Malformed> {
         match g.get(name) {
@@ -201,6 +228,13 @@ fn generate(
         }
         let key = substitute(&key, templates, &vars)?;
         let url: Arc<str> = substitute(&url, templates, &vars)?.into();
+        budget.count += 1;
+        budget.bytes += (key.len() + url.len()) as u64;
+        if budget.count > MAX_GENERATED || budget.bytes > MAX_GENERATED_BYTES {
+            return Err(malformed(format!(
+                "the gen entries make more than {MAX_GENERATED} references or {MAX_GENERATED_BYTES} bytes of keys and URLs; write a set this large in the Parquet layout"
+            )));
+        }
         let number = |t: &Option<String>| -> Result<Option<u64>, Malformed> {
             t.as_ref()
                 .map(|t| {
@@ -212,11 +246,16 @@ fn generate(
                 .transpose()
         };
         let r = match (number(&offset)?, number(&length)?) {
-            (Some(offset), Some(length)) => Ref::Range {
+            (Some(offset), Some(length)) if offset.checked_add(length).is_some() => Ref::Range {
                 url,
                 offset,
                 length,
             },
+            (Some(_), Some(_)) => {
+                return Err(malformed(format!(
+                    "gen key '{key}': its offset and length run past the largest file"
+                )))
+            }
             (None, None) => Ref::Whole { url },
             _ => return Err(malformed("a gen entry gives offset and length together")),
         };

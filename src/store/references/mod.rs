@@ -73,6 +73,43 @@ impl Index {
         }
     }
 
+    /// The keys directly in `folder` and the folders below it, without
+    /// visiting every key beneath those folders.
+    async fn children(
+        &self,
+        folder: &str,
+    ) -> Result<(Vec<(String, Ref)>, Vec<String>), kerchunk::Malformed> {
+        match self {
+            Index::Json(refs) => {
+                let base = if folder.is_empty() {
+                    String::new()
+                } else {
+                    format!("{folder}/")
+                };
+                let (mut keys, mut dirs) = (Vec::new(), Vec::new());
+                let mut cursor = base.clone();
+                while let Some((k, r)) = refs.range(cursor.clone()..).next() {
+                    let Some(rest) = k.strip_prefix(base.as_str()) else {
+                        break;
+                    };
+                    match rest.split_once('/') {
+                        Some((dir, _)) => {
+                            dirs.push(format!("{base}{dir}"));
+                            // '0' is the character after '/': past the folder.
+                            cursor = format!("{base}{dir}0");
+                        }
+                        None => {
+                            keys.push((k.clone(), r.clone()));
+                            cursor = format!("{k}\0");
+                        }
+                    }
+                }
+                Ok((keys, dirs))
+            }
+            Index::Parquet(set) => set.children(folder).await,
+        }
+    }
+
     /// Every key in the folder `prefix` (`""`: all), in order.
     async fn under(&self, prefix: &str) -> Result<Vec<(String, Ref)>, kerchunk::Malformed> {
         match self {
@@ -552,29 +589,16 @@ impl ObjectStore for References {
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
         let folder = folder(prefix);
-        let base = if folder.is_empty() {
-            String::new()
-        } else {
-            format!("{folder}/")
-        };
-        let entries = self
+        let (keys, dirs) = self
             .index
-            .under(&folder)
+            .children(&folder)
             .await
             .map_err(|e| self.broken(&folder, e.0, false))?;
-        let mut objects = Vec::new();
-        let mut common: Vec<Path> = Vec::new();
-        for (key, r) in entries {
-            match key[base.len()..].split_once('/') {
-                Some((dir, _)) => {
-                    let p = Path::from(format!("{base}{dir}"));
-                    if !common.contains(&p) {
-                        common.push(p);
-                    }
-                }
-                None => objects.push(listed(key, &r, self.loaded)),
-            }
-        }
+        let objects = keys
+            .into_iter()
+            .map(|(key, r)| listed(key, &r, self.loaded))
+            .collect();
+        let common = dirs.into_iter().map(Path::from).collect();
         Ok(ListResult {
             common_prefixes: common,
             objects,

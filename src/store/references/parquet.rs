@@ -230,6 +230,49 @@ impl ParquetSet {
         Ok(out)
     }
 
+    /// The keys directly in `folder` and the folders below it. Only a
+    /// folder at or inside an array needs its reference files read.
+    pub async fn children(
+        &self,
+        folder: &str,
+    ) -> Result<(Vec<(String, Ref)>, Vec<String>), Malformed> {
+        let base = if folder.is_empty() {
+            String::new()
+        } else {
+            format!("{folder}/")
+        };
+        let in_array = self
+            .arrays
+            .keys()
+            .any(|a| a == folder || (!a.is_empty() && folder.starts_with(&format!("{a}/"))));
+        let mut dirs = std::collections::BTreeSet::new();
+        let mut keys = Vec::new();
+        let entries: Vec<(String, Ref)> = if in_array {
+            self.under(folder).await?
+        } else {
+            for a in self.arrays.keys() {
+                if let Some(rest) = a.strip_prefix(base.as_str()).filter(|r| !r.is_empty()) {
+                    let dir = rest.split('/').next().unwrap_or(rest);
+                    dirs.insert(format!("{base}{dir}"));
+                }
+            }
+            self.metadata
+                .iter()
+                .filter(|(k, _)| k.starts_with(base.as_str()))
+                .map(|(k, v)| (k.clone(), Ref::Inline(v.clone())))
+                .collect()
+        };
+        for (k, r) in entries {
+            match k[base.len()..].split_once('/') {
+                Some((dir, _)) => {
+                    dirs.insert(format!("{base}{dir}"));
+                }
+                None => keys.push((k, r)),
+            }
+        }
+        Ok((keys, dirs.into_iter().collect()))
+    }
+
     /// The rows of one file, read on first use.
     async fn rows(&self, array: &str, file: u64) -> Result<Arc<Vec<Option<Ref>>>, Malformed> {
         let key = (array.to_string(), file);
@@ -320,6 +363,7 @@ fn decode(bytes: Bytes, path: &Path) -> Result<Vec<Option<Ref>>, Malformed> {
                 if offset < 0 || size < 0 {
                     return Err(malformed(format!("'{path}' has a negative offset or size")));
                 }
+                // Both are below 2^63, so their sum fits in a u64.
                 Some(if size == 0 {
                     Ref::Whole { url }
                 } else {

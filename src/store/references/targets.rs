@@ -26,6 +26,9 @@ pub struct Targets {
     base: Url,
     /// URL prefixes targets must start with.
     allowed: Vec<String>,
+    /// The allowed local folders with every symbolic link resolved: a
+    /// local target's real path must lie in one of them.
+    allowed_real: Vec<std::path::PathBuf>,
     /// One store per `scheme://host` (or the local file system).
     stores: Mutex<HashMap<String, Arc<dyn ObjectStore>>>,
 }
@@ -66,9 +69,17 @@ impl Targets {
                 })
                 .collect::<Result<_, String>>()?
         };
+        let allowed_real = allowed
+            .iter()
+            .filter_map(|a| Url::parse(a).ok())
+            .filter(|u| u.scheme() == "file")
+            .filter_map(|u| u.to_file_path().ok())
+            .filter_map(|p| std::fs::canonicalize(p).ok())
+            .collect();
         Ok(Targets {
             base,
             allowed,
+            allowed_real,
             stores: Mutex::new(HashMap::new()),
         })
     }
@@ -95,8 +106,24 @@ impl Targets {
                 allowed: self.allowed.join(", "),
             });
         }
+        // A symbolic link inside an allowed folder must not lead out of it.
+        if url.scheme() == "file" {
+            if let Some(real) = url
+                .to_file_path()
+                .ok()
+                .and_then(|p| std::fs::canonicalize(p).ok())
+            {
+                if !self.allowed_real.iter().any(|a| real.starts_with(a)) {
+                    return Err(TargetError::Disallowed {
+                        url: format!("{text} (which leads to {})", real.display()),
+                        allowed: self.allowed.join(", "),
+                    });
+                }
+            }
+        }
         let path = Path::from_url_path(url.path()).map_err(|e| unusable(e.to_string()))?;
-        let bucket = format!("{}://{}", url.scheme(), url.host_str().unwrap_or(""));
+        // One store per origin: scheme, credentials, host and port.
+        let bucket = url[..url::Position::BeforePath].to_string();
         let mut stores = self.stores.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(store) = stores.get(&bucket) {
             return Ok((store.clone(), path));
@@ -130,6 +157,43 @@ mod tests {
                 "{outside}"
             );
         }
+    }
+
+    #[test]
+    fn symbolic_links_cannot_lead_out_of_the_allowed_folders() {
+        let dir = tempfile::tempdir().unwrap();
+        let (refs, outside) = (dir.path().join("refs"), dir.path().join("secret.bin"));
+        std::fs::create_dir(&refs).unwrap();
+        std::fs::write(&outside, b"secret").unwrap();
+        std::fs::write(refs.join("data.bin"), b"data").unwrap();
+        std::os::unix::fs::symlink(&outside, refs.join("link.bin")).unwrap();
+        std::os::unix::fs::symlink(dir.path(), refs.join("up")).unwrap();
+        let t = Targets::new(Url::from_file_path(refs.join("set.json")).unwrap(), &[]).unwrap();
+        assert!(t.resolve("data.bin").is_ok());
+        for link in ["link.bin", "up/secret.bin"] {
+            assert!(
+                matches!(t.resolve(link), Err(TargetError::Disallowed { .. })),
+                "{link}"
+            );
+        }
+    }
+
+    #[test]
+    fn http_targets_keep_their_port() {
+        let t = Targets::new(
+            Url::parse("file:///refs/set.json").unwrap(),
+            &[
+                "http://127.0.0.1:8102/zarr".into(),
+                "http://127.0.0.1:9/zarr".into(),
+            ],
+        )
+        .unwrap();
+        t.resolve("http://127.0.0.1:8102/zarr/a").unwrap();
+        t.resolve("http://127.0.0.1:9/zarr/a").unwrap();
+        let stores = t.stores.lock().unwrap();
+        let mut origins: Vec<&String> = stores.keys().collect();
+        origins.sort();
+        assert_eq!(origins, ["http://127.0.0.1:8102", "http://127.0.0.1:9"]);
     }
 
     #[test]
