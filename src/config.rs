@@ -178,7 +178,8 @@ pub struct ServeArgs {
     #[arg(long, env = "ZARRD_MAX_IMAGE_PIXELS")]
     pub max_image_pixels: Option<u64>,
     /// Where the targets of a reference set given as ROOT (a `.json` file)
-    /// may lie, comma-separated folders or URL prefixes [default: the set's folder]
+    /// may lie, or the virtual chunks of an Icechunk repository given as ROOT,
+    /// comma-separated folders or URL prefixes [default: the set's folder; no virtual chunks]
     #[arg(long, env = "ZARRD_REFERENCE_TARGETS", value_delimiter = ',')]
     pub reference_targets: Option<Vec<String>>,
     /// Serve the web viewer's page files from this directory instead of the
@@ -302,6 +303,9 @@ pub enum MountSpec {
     },
     Icechunk {
         icechunk: String,
+        /// URL prefixes or folders of the virtual chunk containers to read.
+        #[serde(default)]
+        virtual_chunks: Vec<String>,
     },
 }
 
@@ -313,8 +317,12 @@ pub enum Source {
     /// A kerchunk reference set (virtual Zarr), whose targets may lie
     /// under `targets` (none: the set's own folder).
     References { url: String, targets: Vec<String> },
-    /// An Icechunk repository (versioned Zarr).
-    Icechunk(String),
+    /// An Icechunk repository (versioned Zarr), whose virtual chunks are
+    /// read from its declared containers under `virtual_chunks` only.
+    Icechunk {
+        url: String,
+        virtual_chunks: Vec<String>,
+    },
 }
 
 impl Source {
@@ -324,7 +332,10 @@ impl Source {
     pub fn root(location: &str, targets: &[String]) -> Source {
         let dir = std::path::Path::new(location.strip_prefix("file://").unwrap_or(location));
         if dir.join("refs").is_dir() && dir.join("snapshots").is_dir() {
-            return Source::Icechunk(location.to_string());
+            return Source::Icechunk {
+                url: location.to_string(),
+                virtual_chunks: targets.to_vec(),
+            };
         }
         let path = location.split(['?', '#']).next().unwrap_or(location);
         let path = path.trim_end_matches('/').to_ascii_lowercase();
@@ -538,7 +549,16 @@ impl Config {
                             },
                             true,
                         ),
-                        MountSpec::Icechunk { icechunk } => (Source::Icechunk(icechunk), true),
+                        MountSpec::Icechunk {
+                            icechunk,
+                            virtual_chunks,
+                        } => (
+                            Source::Icechunk {
+                                url: icechunk,
+                                virtual_chunks,
+                            },
+                            true,
+                        ),
                     };
                     Mount {
                         name,
@@ -607,7 +627,7 @@ mod tests {
         assert_eq!(c.cache_size, 1 << 30);
         assert_eq!(c.recheck_cached, Recheck::After(Duration::from_secs(30)));
         assert_eq!(c.json_limit, 64 << 20);
-        std::fs::write(&path, "[mounts]\nera5 = \"memory://\"\nscratch = { url = \"file:///tmp/x\", read_only = true }\nnc = { references = \"s3://b/refs.json\", targets = [\"s3://b/nc/\"] }\nrepo = { icechunk = \"s3://b/repo\" }\n").unwrap();
+        std::fs::write(&path, "[mounts]\nera5 = \"memory://\"\nscratch = { url = \"file:///tmp/x\", read_only = true }\nnc = { references = \"s3://b/refs.json\", targets = [\"s3://b/nc/\"] }\nrepo = { icechunk = \"s3://b/repo\", virtual_chunks = [\"s3://b/nc/\"] }\n").unwrap();
         let c = Config::resolve(ServeArgs {
             config: Some(path.clone()),
             ..Default::default()
@@ -630,7 +650,14 @@ mod tests {
                     },
                     true
                 ),
-                mount("repo", Source::Icechunk("s3://b/repo".into()), true),
+                mount(
+                    "repo",
+                    Source::Icechunk {
+                        url: "s3://b/repo".into(),
+                        virtual_chunks: vec!["s3://b/nc/".into()]
+                    },
+                    true
+                ),
                 mount("scratch", Source::Store("file:///tmp/x".into()), true),
             ]
         );

@@ -89,7 +89,10 @@ async fn open(source: &Source) -> Result<Store, zarrd::store::StoreError> {
     match source {
         Source::Store(location) => Store::open(location),
         Source::References { url, targets } => Store::references(url, targets).await,
-        Source::Icechunk(location) => Store::icechunk(location).await,
+        Source::Icechunk {
+            url,
+            virtual_chunks,
+        } => Store::icechunk(url, virtual_chunks).await,
     }
 }
 

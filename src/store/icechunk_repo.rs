@@ -159,8 +159,10 @@ async fn storage(location: &str) -> Result<Arc<dyn icechunk::Storage + Send + Sy
 
 impl Repo {
     /// The repository at `location`, with access to the virtual chunk
-    /// containers its configuration declares (and no others).
-    pub async fn open(location: &str) -> Result<Repo, StoreError> {
+    /// containers its configuration declares that lie under `allowed` URL
+    /// prefixes (and no others: whoever can write a repository must not be
+    /// able to make the server read any file or host it names).
+    pub async fn open(location: &str, allowed: &[String]) -> Result<Repo, StoreError> {
         let bad = |reason: String| StoreError::BadUrl {
             url: location.to_string(),
             reason,
@@ -173,7 +175,21 @@ impl Repo {
         let containers: HashMap<String, Option<icechunk::config::Credentials>> = repo
             .config()
             .virtual_chunk_containers()
-            .map(|v| (v.url_prefix().to_string(), None))
+            .map(|v| v.url_prefix().to_string())
+            .filter(|prefix| {
+                allowed.iter().any(|a| {
+                    super::references::location_url(a)
+                        .map(|u| {
+                            let mut u = u.to_string();
+                            if !u.ends_with('/') {
+                                u.push('/');
+                            }
+                            prefix.starts_with(&u) || format!("{prefix}/").starts_with(&u)
+                        })
+                        .unwrap_or(false)
+                })
+            })
+            .map(|prefix| (prefix, None))
             .collect();
         let repo = if containers.is_empty() {
             repo
@@ -345,11 +361,71 @@ impl Repo {
     }
 }
 
-/// An Icechunk failure as object_store's: a key that is not in the
-/// snapshot is missing; anything else is the backend's error.
+/// An Icechunk failure as object_store's: a key the snapshot does not hold
+/// (or could not hold: Icechunk knows only Zarr v3 keys) is missing; a
+/// virtual chunk whose file is missing or short is a broken reference,
+/// naming where it points; anything else is the backend's error.
 fn icechunk_error(key: &str, e: icechunk::store::StoreError) -> object_store::Error {
+    icechunk_error_at(key, e, None)
+}
+
+/// Where a virtual chunk points (its URL and byte range), when `key` is one.
+async fn virtual_target(store: &icechunk::Store, key: &str) -> Option<String> {
+    use icechunk::format::manifest::ChunkPayload;
+    let (node, coords) = match key.rsplit_once("/c/") {
+        Some((node, coords)) => (format!("/{node}"), coords),
+        None => ("/".to_string(), key.strip_prefix("c/")?),
+    };
+    let coords: Vec<u32> = coords
+        .split('/')
+        .map(|c| c.parse().ok())
+        .collect::<Option<_>>()?;
+    let path = icechunk::format::Path::try_from(node.as_str()).ok()?;
+    let session = store.session();
+    let session = session.read().await;
+    match session
+        .get_chunk_ref(&path, &icechunk::format::ChunkIndices(coords))
+        .await
+        .ok()??
+    {
+        ChunkPayload::Virtual(v) => Some(format!(
+            "'{}' bytes {}..{}",
+            v.location.url(),
+            v.offset,
+            v.offset.saturating_add(v.length)
+        )),
+        _ => None,
+    }
+}
+
+/// [`icechunk_error`], naming the file a virtual chunk points into.
+fn icechunk_error_at(
+    key: &str,
+    e: icechunk::store::StoreError,
+    target: Option<String>,
+) -> object_store::Error {
+    use icechunk::session::SessionErrorKind;
+    use icechunk::store::StoreErrorKind;
     match &e.kind {
-        icechunk::store::StoreErrorKind::NotFound(_) => not_found(key, &e.kind),
+        StoreErrorKind::NotFound(_)
+        | StoreErrorKind::InvalidKey { .. }
+        | StoreErrorKind::SessionError(SessionErrorKind::NodeNotFound { .. })
+        | StoreErrorKind::SessionError(SessionErrorKind::AncestorNodeNotFound { .. }) => {
+            not_found(key, &e.kind)
+        }
+        StoreErrorKind::SessionError(SessionErrorKind::VirtualReferenceError(v)) => {
+            object_store::Error::Generic {
+                store: "icechunk",
+                source: Box::new(super::references::Broken {
+                    key: key.to_string(),
+                    reason: match &target {
+                        Some(t) => format!("its virtual chunk ({t}) cannot be read: {v}"),
+                        None => format!("its virtual chunk cannot be read: {v}"),
+                    },
+                    disallowed: false,
+                }),
+            }
+        }
         _ => generic(format!("'{key}': {}", e.kind)),
     }
 }
@@ -404,10 +480,13 @@ impl ObjectStore for Repo {
         let bytes = if options.head || range.is_empty() {
             Bytes::new()
         } else {
-            store
-                .get(key, &ByteRange::Bounded(range.clone()))
-                .await
-                .map_err(|e| icechunk_error(location.as_ref(), e))?
+            match store.get(key, &ByteRange::Bounded(range.clone())).await {
+                Ok(bytes) => bytes,
+                Err(e) => {
+                    let target = virtual_target(&store, key).await;
+                    return Err(icechunk_error_at(location.as_ref(), e, target));
+                }
+            }
         };
         Ok(GetResult {
             payload: GetResultPayload::Stream(

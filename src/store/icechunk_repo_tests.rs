@@ -53,7 +53,7 @@ async fn repository(dir: &std::path::Path) -> String {
 }
 
 async fn mounted(dir: &std::path::Path) -> Store {
-    let repo = Store::icechunk(dir.to_str().unwrap()).await.unwrap();
+    let repo = Store::icechunk(dir.to_str().unwrap(), &[]).await.unwrap();
     Store::with_mounts(Store::memory(), vec![("repo".into(), repo, true)]).unwrap()
 }
 
@@ -92,6 +92,21 @@ async fn every_version_reads_its_own_values() {
         matches!(missing, Ok(None)),
         "a chunk never written: {missing:?}"
     );
+    // Keys the snapshot does not hold, or that only other Zarr versions
+    // use, are missing, not failures.
+    for k in [
+        "repo/nothing/meta",
+        "repo@v1/a/meta",
+        "repo/nothing/c/0",
+        "repo/a/zarr.json/x",
+    ] {
+        let got = s.get(&key(k)).await;
+        assert!(matches!(got, Ok(None)), "{k}: {got:?}");
+    }
+    // Listings of a version name its keys as the version's.
+    let sizes = s.list_sizes(&key("repo@v1/a")).await.unwrap();
+    let names: Vec<&str> = sizes.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(names, ["repo@v1/a/zarr.json", "repo@v1/a/c/0"]);
     let listing = s.list_dir(&key("repo@v1")).await.unwrap();
     assert_eq!(
         (listing.keys, listing.prefixes),
@@ -158,7 +173,7 @@ async fn unknown_versions_and_writes_are_clear_errors() {
         matches!(&err, StoreError::ReadOnly { what } if what.contains("transactions")),
         "{err}"
     );
-    let err = Store::icechunk(dir.path().join("a").to_str().unwrap())
+    let err = Store::icechunk(dir.path().join("a").to_str().unwrap(), &[])
         .await
         .unwrap_err();
     assert!(

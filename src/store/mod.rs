@@ -351,8 +351,11 @@ impl Store {
     /// A read-only store over the Icechunk repository at `location` (a
     /// directory, `file://` or `s3://` URL). Mounted, it is addressed at a
     /// branch, tag or snapshot as `name@ref`; unnamed, at branch `main`.
-    pub async fn icechunk(location: &str) -> Result<Store, StoreError> {
-        let repo = Arc::new(icechunk_repo::Repo::open(location).await?);
+    /// Virtual chunks are read from the containers the repository declares
+    /// under `virtual_chunks` (URL prefixes or folders; none: no virtual
+    /// chunks).
+    pub async fn icechunk(location: &str, virtual_chunks: &[String]) -> Result<Store, StoreError> {
+        let repo = Arc::new(icechunk_repo::Repo::open(location, virtual_chunks).await?);
         let mut store = Store::with_coordination(
             repo.clone(),
             format!("icechunk+{location}"),
@@ -597,15 +600,19 @@ impl Store {
     pub async fn list_sizes(&self, prefix: &StoreKey) -> Result<Vec<(StoreKey, u64)>, StoreError> {
         if let Some((m, k)) = self.mount_for(prefix) {
             let name = prefix.as_str().split('/').next().unwrap_or("");
+            // A version's keys come back below its folder in the mount.
+            let folder = name
+                .split_once('@')
+                .map(|(_, v)| format!("{}/{v}/", icechunk_repo::VERSION_FOLDER));
             let inner = Box::pin(m.list_sizes(&k)).await?;
             return Ok(inner
                 .into_iter()
                 .filter_map(|(key, size)| {
-                    StoreKey::new(name)
-                        .ok()?
-                        .join(key.as_str())
-                        .ok()
-                        .map(|k| (k, size))
+                    let key = match &folder {
+                        Some(f) => key.as_str().strip_prefix(f.as_str())?,
+                        None => key.as_str(),
+                    };
+                    StoreKey::new(name).ok()?.join(key).ok().map(|k| (k, size))
                 })
                 .collect());
         }
