@@ -9,7 +9,7 @@ use crate::service::{ErrorKind, ServiceError};
 use crate::store::StoreError;
 use crate::zarr::ZarrError;
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct ApiError {
     pub status: StatusCode,
     pub code: &'static str,

@@ -83,25 +83,36 @@ pub async fn preview(
 ) -> ApiResult<Response> {
     let key = node_path(&path)?;
     let version = state.service.cache().subtree_version(&key);
-    let kept = match state.previews.cache.get(key.as_str()).await {
-        Some(kept) if state.previews.current(&kept, version) => kept,
-        _ => {
-            let preview = state.service.preview(&key, SIZE).await?;
-            let png = Bytes::from(draw(&preview, state.config.max_image_pixels)?);
-            let etag = format!("\"{}\"", &hex::encode(Sha256::digest(&png))[..32]);
-            let kept = Kept {
-                png,
-                etag,
-                version: preview.version,
-                at: Instant::now(),
-            };
-            state
-                .previews
-                .cache
-                .insert(key.as_str().to_string(), kept.clone())
-                .await;
-            kept
-        }
+    let previews = &state.previews;
+    let mut kept = previews.cache.get(key.as_str()).await;
+    if !kept.as_ref().is_some_and(|k| previews.current(k, version)) {
+        // Requests for the same thumbnail at once share one drawing.
+        previews.cache.invalidate(key.as_str()).await;
+        let service = &state.service;
+        let max_pixels = state.config.max_image_pixels;
+        let drawn = previews
+            .cache
+            .try_get_with(key.as_str().to_string(), async {
+                let preview = service.preview(&key, SIZE).await?;
+                let png = Bytes::from(draw(&preview, max_pixels)?);
+                let etag = format!("\"{}\"", &hex::encode(Sha256::digest(&png))[..32]);
+                Ok::<_, ApiError>(Kept {
+                    png,
+                    etag,
+                    version: preview.version,
+                    at: Instant::now(),
+                })
+            })
+            .await
+            .map_err(|e: std::sync::Arc<ApiError>| (*e).clone())?;
+        kept = Some(drawn);
+    }
+    let Some(kept) = kept else {
+        return Err(ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "a thumbnail was drawn but not kept",
+        ));
     };
     let fresh = headers
         .get(header::IF_NONE_MATCH)

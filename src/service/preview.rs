@@ -66,7 +66,7 @@ impl Service {
         }
         let lead = shape.len() - drawn;
         let spatial = &shape[lead..lead + drawn.min(2)];
-        if spatial.contains(&0) {
+        if shape.contains(&0) {
             return Err(ServiceError::unprocessable(
                 "no_preview",
                 format!("'{path}' has shape {shape:?}, with no elements to draw"),

@@ -79,6 +79,10 @@ impl Service {
             NodeCreate::Array(spec) => h.create_array(path, &spec, overwrite).await.map(|_| ()),
         };
         self.changed_node(path).await;
+        if overwrite {
+            // The subtree it replaced is gone: so are the nodes below it.
+            self.cache.invalidate_all_metadata();
+        }
         result.map_err(|e| match e {
             ZarrError::NodeExists { .. } => ServiceError::new(
                 super::ErrorKind::Conflict,

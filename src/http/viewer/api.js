@@ -63,11 +63,17 @@ function emit(kind, value) {
 }
 
 /** Encodes each segment of a node path, keeping the slashes. */
+// `.` and `..` are escaped so the browser sends them as names, not as
+// steps up the URL (the server refuses them as store keys).
+export function encodeSegment(segment) {
+  return segment === "." || segment === ".." ? segment.replace(/\./g, "%2E") : encodeURIComponent(segment);
+}
+
 export function encodePath(path) {
   return path
     .split("/")
     .filter((s) => s !== "")
-    .map(encodeURIComponent)
+    .map(encodeSegment)
     .join("/");
 }
 

@@ -2,6 +2,7 @@
 // take it to. Every snippet uses the same selection items, so they agree.
 
 import { el } from "./format.js";
+import { encodePath } from "./api.js";
 
 const CLIENTS = [
   ["zarr-python", "zarr-python", "python"],
@@ -10,14 +11,6 @@ const CLIENTS = [
   ["curl", "curl", "shell"],
   ["zarrita", "zarrita.js", "javascript"],
 ];
-
-function encodePath(path) {
-  return path
-    .split("/")
-    .filter(Boolean)
-    .map(encodeURIComponent)
-    .join("/");
-}
 
 function str(s) {
   return JSON.stringify(s);

@@ -119,6 +119,9 @@ export function defaultCmap() {
 
 export function kindOf(meta) {
   if (!meta || meta.node_type !== "array") return { tabs: ["meta"], ndim: 0 };
+  // Indices past 2^53 cannot be held by JavaScript numbers: such arrays
+  // are described, not browsed.
+  if (meta.shape.some((d) => typeof d === "bigint")) return { tabs: ["meta"], ndim: 0, huge: true };
   const n = meta.shape.length;
   const name = dtypeName(meta);
   const empty = meta.shape.includes(0);
@@ -127,7 +130,8 @@ export function kindOf(meta) {
   const tabs = [];
   if (n >= 2 && numeric && !empty) tabs.push("heatmap");
   if (n === 1 && numeric && !empty) tabs.push("line");
-  tabs.push("table", "meta", "code");
+  if (!empty) tabs.push("table");
+  tabs.push("meta", "code");
   return { tabs, ndim: n, numeric, rgb, canDraw: tabs.includes("heatmap") || tabs.includes("line") };
 }
 
@@ -144,7 +148,7 @@ export function applyParams(p, keepPrefs) {
   const keepTab = keepPrefs && state.prevKind && state.prevKind.tabs.length > 1;
   const tab = p.tab && k.tabs.includes(p.tab) ? p.tab : keepTab && k.tabs.includes(state.tab) ? state.tab : k.tabs[0];
   state.tab = tab;
-  const shape = meta && meta.node_type === "array" ? meta.shape : [];
+  const shape = meta && meta.node_type === "array" && !k.huge ? meta.shape : [];
   const n = shape.length;
   state.index = shape.map((s, d) => (p.index && d < p.index.length ? clampInt(p.index[d], 0, Math.max(0, s - 1)) : 0));
   state.dims = n >= 2 ? defaultDims(k) : [0, 1];

@@ -2,7 +2,7 @@
 // hide and show them without refetching), groups fold, arrays show a
 // thumbnail fetched with the token when they scroll into view.
 
-import { getJSON, request, urls, isAbort } from "./api.js";
+import { getJSON, request, urls, isAbort, encodeSegment } from "./api.js";
 import { el, isDrawable } from "./format.js";
 
 function parentOf(path) {
@@ -15,7 +15,7 @@ function nameOf(path) {
 }
 
 export function viewHref(path) {
-  return path ? `/view/${path.split("/").map(encodeURIComponent).join("/")}` : "/";
+  return path ? `/view/${path.split("/").map(encodeSegment).join("/")}` : "/";
 }
 
 const THUMB_CONCURRENCY = 3;
