@@ -14,7 +14,7 @@ use sha2::{Digest, Sha256};
 
 use super::error::{ApiError, ApiResult};
 use super::extract::ApiPath;
-use super::output::{colormaps, draw as draw_png, encode_png, image, Render};
+use super::output::{colormaps, draw as draw_png, drawable, encode_png, image, Render};
 use super::AppState;
 use crate::config::Recheck;
 use crate::service::{Content, Preview, PreviewKind};
@@ -153,16 +153,7 @@ fn draw(preview: &Preview, max_pixels: u64) -> ApiResult<Vec<u8>> {
         ));
     };
     let size = data.dtype.size().unwrap_or(1).max(1);
-    let fill = data.fill.as_deref();
-    let values: Vec<Option<f64>> = bytes
-        .chunks_exact(size)
-        .map(|b| {
-            if fill == Some(b) {
-                return None;
-            }
-            element_as_f64(&data.dtype, b).filter(|v| v.is_finite())
-        })
-        .collect();
+    let values = drawable(bytes, data, |v| v);
     if element_as_f64(&data.dtype, &vec![0; size]).is_none() {
         return Err(ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,

@@ -282,3 +282,30 @@ async fn read_whole(
         .map_err(|e| StoreError::from_backend(key, e))?;
     Ok(Versioned { bytes, meta })
 }
+
+/// The bytes of a value of `size` bytes that `range` asks for, for the
+/// backends zarrd implements itself (zip files, reference sets, Icechunk).
+/// A range that starts past the end is refused as object_store's own
+/// backends refuse it; [`Store::get_with`] then checks the size and answers
+/// [`StoreError::RangeNotSatisfiable`].
+pub(super) fn requested(
+    store: &'static str,
+    key: &str,
+    range: Option<&GetRange>,
+    size: u64,
+) -> object_store::Result<Range<u64>> {
+    Ok(match range {
+        None => 0..size,
+        Some(GetRange::Bounded(r)) if r.start < size && r.start <= r.end => {
+            r.start..r.end.min(size)
+        }
+        Some(GetRange::Offset(o)) if *o < size => *o..size,
+        Some(GetRange::Suffix(n)) => size.saturating_sub(*n)..size,
+        Some(r) => {
+            return Err(object_store::Error::Generic {
+                store,
+                source: format!("range {r} is outside '{key}' of {size} bytes").into(),
+            })
+        }
+    })
+}

@@ -9,7 +9,6 @@
 //! be mistaken for a version.)
 
 use std::collections::HashMap;
-use std::ops::Range;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -21,8 +20,8 @@ use icechunk::format::{ByteRange, SnapshotId};
 use icechunk::repository::VersionInfo;
 use object_store::path::Path;
 use object_store::{
-    CopyOptions, GetOptions, GetRange, GetResult, GetResultPayload, ListResult, MultipartUpload,
-    ObjectMeta, ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult,
+    CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta,
+    ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult,
 };
 use sha2::{Digest, Sha256};
 use tokio::sync::RwLock;
@@ -430,22 +429,6 @@ fn icechunk_error_at(
     }
 }
 
-fn range_of(range: Option<&GetRange>, size: u64, key: &str) -> object_store::Result<Range<u64>> {
-    Ok(match range {
-        None => 0..size,
-        Some(GetRange::Bounded(r)) if r.start < size && r.start <= r.end => {
-            r.start..r.end.min(size)
-        }
-        Some(GetRange::Offset(o)) if *o < size => *o..size,
-        Some(GetRange::Suffix(n)) => size.saturating_sub(*n)..size,
-        Some(r) => {
-            return Err(generic(format!(
-                "range {r} is outside '{key}' of {size} bytes"
-            )))
-        }
-    })
-}
-
 #[async_trait]
 impl ObjectStore for Repo {
     async fn put_opts(
@@ -476,7 +459,8 @@ impl ObjectStore for Repo {
         let size = Repo::size(&store, key, location.as_ref()).await?;
         let meta = Repo::meta(location, (&id, written), pinned, size, key);
         options.check_preconditions(&meta)?;
-        let range = range_of(options.range.as_ref(), size, location.as_ref())?;
+        let range =
+            super::get::requested("icechunk", location.as_ref(), options.range.as_ref(), size)?;
         let bytes = if options.head || range.is_empty() {
             Bytes::new()
         } else {

@@ -17,8 +17,8 @@ use futures::stream::BoxStream;
 use futures::StreamExt;
 use object_store::path::Path;
 use object_store::{
-    CopyOptions, GetOptions, GetRange, GetResult, GetResultPayload, ListResult, MultipartUpload,
-    ObjectMeta, ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult,
+    CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta,
+    ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult,
 };
 
 use super::StoreError;
@@ -278,20 +278,7 @@ impl ObjectStore for ZipStore {
         let meta = self.meta(name, entry);
         options.check_preconditions(&meta)?;
         let size = entry.size;
-        let range = match &options.range {
-            None => 0..size,
-            Some(GetRange::Bounded(r)) if r.start < size && r.start <= r.end => {
-                r.start..r.end.min(size)
-            }
-            Some(GetRange::Offset(o)) if *o < size => *o..size,
-            Some(GetRange::Suffix(n)) => size.saturating_sub(*n)..size,
-            Some(_) => {
-                return Err(object_store::Error::Generic {
-                    store: "zip",
-                    source: format!("range outside '{name}' of {size} bytes").into(),
-                });
-            }
-        };
+        let range = super::get::requested("zip", name, options.range.as_ref(), size)?;
         let bytes = if options.head {
             Bytes::new()
         } else {

@@ -17,7 +17,7 @@ use crate::service::{Data, Residence};
 
 pub use json::{element_json, json_data};
 pub use npy::fixed_width;
-pub use png::{colormaps, draw, encode as encode_png, image, Colormap};
+pub use png::{colormaps, draw, drawable, encode as encode_png, image, Colormap};
 
 /// One way of answering with array data.
 pub trait Output: Send + Sync {

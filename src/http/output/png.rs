@@ -160,6 +160,24 @@ pub fn draw(data: &Data, render: &Render) -> ApiResult<Drawn> {
     }
 }
 
+/// Each element as a number to draw, through `transform`; `None` for what
+/// is not drawn: the fill value, NaN, infinities (and, on a log scale,
+/// values that are not positive).
+pub fn drawable(bytes: &[u8], data: &Data, transform: impl Fn(f64) -> f64) -> Vec<Option<f64>> {
+    let size = data.dtype.size().unwrap_or(1).max(1);
+    let fill = data.fill.as_deref();
+    bytes
+        .chunks_exact(size)
+        .map(|b| {
+            if fill == Some(b) {
+                return None;
+            }
+            let v = transform(element_as_f64(&data.dtype, b)?);
+            v.is_finite().then_some(v)
+        })
+        .collect()
+}
+
 /// uint8 RGB or RGBA as RGBA.
 fn channels(bytes: &[u8], n: usize) -> Vec<u8> {
     bytes
@@ -203,19 +221,8 @@ fn colored(bytes: &[u8], data: &Data, render: &Render) -> ApiResult<(Vec<u8>, f6
             ),
         ));
     }
-    let fill = data.fill.as_deref();
-    let values: Vec<Option<f64>> = bytes
-        .chunks_exact(size)
-        .map(|b| {
-            if fill == Some(b) {
-                return None;
-            }
-            let v = element_as_f64(&data.dtype, b)?;
-            let v = if log { v.log10() } else { v };
-            v.is_finite().then_some(v)
-        })
-        .collect();
     let transform = |v: f64| if log { v.log10() } else { v };
+    let values = drawable(bytes, data, transform);
     let (lo, hi) = match (render.vmin.map(transform), render.vmax.map(transform)) {
         (Some(lo), Some(hi)) => (lo, hi),
         (lo, hi) => {

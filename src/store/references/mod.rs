@@ -164,27 +164,6 @@ fn etag(parts: &[&[u8]]) -> String {
     hex::encode(&h.finalize()[..16])
 }
 
-/// The part `range` asks for of a value of `size` bytes.
-fn part(key: &str, range: Option<&GetRange>, size: u64) -> object_store::Result<Range<u64>> {
-    let r = match range {
-        None => return Ok(0..size),
-        Some(GetRange::Bounded(r)) if r.start < size && r.start <= r.end => {
-            r.start..r.end.min(size)
-        }
-        Some(GetRange::Offset(o)) if *o < size => *o..size,
-        Some(GetRange::Suffix(n)) => size.saturating_sub(*n)..size,
-        // Reported as the store reports a range past the end; the caller
-        // checks the size and answers 416.
-        Some(r) => {
-            return Err(object_store::Error::Generic {
-                store: "references",
-                source: format!("range {r} is outside '{key}' of {size} bytes").into(),
-            })
-        }
-    };
-    Ok(r)
-}
-
 impl References {
     /// The set in `text`, read from `source`, whose targets may lie under
     /// `allowed` (none: the set's own folder).
@@ -422,7 +401,8 @@ impl ObjectStore for References {
             Ref::Inline(bytes) => {
                 let meta = self.meta(key, r).await?;
                 options.check_preconditions(&meta)?;
-                let range = part(key, options.range.as_ref(), meta.size)?;
+                let range =
+                    super::get::requested("references", key, options.range.as_ref(), meta.size)?;
                 let body = if options.head {
                     Bytes::new()
                 } else {
@@ -442,7 +422,8 @@ impl ObjectStore for References {
                 length,
             } => {
                 let (store, path) = self.target(key, url)?;
-                let range = part(key, options.range.as_ref(), *length)?;
+                let range =
+                    super::get::requested("references", key, options.range.as_ref(), *length)?;
                 if options.head {
                     let meta = self.meta(key, r).await?;
                     options.check_preconditions(&meta)?;
@@ -485,7 +466,8 @@ impl ObjectStore for References {
                 let (store, path) = self.target(key, url)?;
                 let meta = self.meta(key, r).await?;
                 options.check_preconditions(&meta)?;
-                let range = part(key, options.range.as_ref(), meta.size)?;
+                let range =
+                    super::get::requested("references", key, options.range.as_ref(), meta.size)?;
                 let payload = if options.head {
                     once(Bytes::new())
                 } else {
@@ -520,7 +502,8 @@ impl ObjectStore for References {
                 return ranges
                     .iter()
                     .map(|range| {
-                        let range = part(
+                        let range = super::get::requested(
+                            "references",
                             key,
                             Some(&GetRange::Bounded(range.clone())),
                             bytes.len() as u64,
