@@ -197,7 +197,11 @@ pub async fn get_key(
         .and_then(|v| v.to_str().ok())
         .and_then(range::parse);
     if headers.contains_key(header::IF_RANGE) && ranges.is_some() {
-        let meta = state.store.head(&key).await?.ok_or_else(|| missing(&key))?;
+        let meta = state
+            .service
+            .head_value(&key)
+            .await?
+            .ok_or_else(|| missing(&key))?;
         if !if_range_matches(&headers, &meta) {
             ranges = None;
         }
@@ -205,7 +209,11 @@ pub async fn get_key(
     let range = match ranges.as_deref() {
         Some([single]) => {
             if matches!(single, ByteRange::Suffix(0)) {
-                let meta = state.store.head(&key).await?.ok_or_else(|| missing(&key))?;
+                let meta = state
+                    .service
+                    .head_value(&key)
+                    .await?
+                    .ok_or_else(|| missing(&key))?;
                 return Ok(unsatisfiable(meta.size));
             }
             Some(match *single {
@@ -319,7 +327,11 @@ async fn multipart(
     ranges: &[ByteRange],
     headers: &HeaderMap,
 ) -> ApiResult<Option<Response>> {
-    let meta = state.store.head(key).await?.ok_or_else(|| missing(key))?;
+    let meta = state
+        .service
+        .head_value(key)
+        .await?
+        .ok_or_else(|| missing(key))?;
     if let Some(answer) = preconditions(key, headers, &meta) {
         return answer.map(Some);
     }
@@ -406,7 +418,11 @@ pub async fn head_key(
         return Ok(response);
     }
     let key = key_of(&raw)?;
-    let meta = state.store.head(&key).await?.ok_or_else(|| missing(&key))?;
+    let meta = state
+        .service
+        .head_value(&key)
+        .await?
+        .ok_or_else(|| missing(&key))?;
     if let Some(answer) = preconditions(&key, &headers, &meta) {
         return answer;
     }

@@ -192,6 +192,11 @@ impl ZarrCache {
         }
     }
 
+    /// How cached values are revalidated (`--recheck-cached`).
+    pub fn recheck(&self) -> Recheck {
+        self.recheck
+    }
+
     /// A number that changes whenever anything at, above or below `path` is
     /// invalidated: a value computed from the subtree at `path` is current
     /// while this stays the same (and the recheck policy trusts it).

@@ -6,6 +6,7 @@
 //! limits on what one answer may cost, and what each write makes stale.
 
 pub mod cache;
+mod consolidated;
 mod error;
 mod preview;
 mod read;
@@ -41,6 +42,8 @@ pub struct Service {
     hierarchy: Hierarchy,
     cache: Arc<ZarrCache>,
     limits: Limits,
+    /// Consolidated metadata built for groups that store none.
+    consolidated: consolidated::Consolidated,
 }
 
 impl Service {
@@ -59,6 +62,7 @@ impl Service {
             hierarchy,
             cache,
             limits,
+            consolidated: Default::default(),
         }
     }
 

@@ -38,7 +38,33 @@ pub enum Got {
     Missing,
 }
 
+/// `range` of a value held in memory, or all of it.
+fn in_memory(bytes: Bytes, meta: KeyMeta, range: Option<StoreRange>) -> Got {
+    let size = bytes.len() as u64;
+    let span = match range {
+        None => 0..size,
+        Some(StoreRange::Bounded(r)) if r.start < size => r.start..r.end.min(size),
+        Some(StoreRange::From(o)) if o < size => o..size,
+        Some(StoreRange::Suffix(n)) => size.saturating_sub(n)..size,
+        Some(_) => return Got::Unsatisfiable { size },
+    };
+    Got::Value(Value {
+        meta,
+        body: ValueBody::Bytes(bytes.slice(span.start as usize..span.end as usize)),
+        span,
+    })
+}
+
 impl Service {
+    /// Size and version of the value at `key` (also of a synthesized
+    /// `.zmetadata`), `None` when missing.
+    pub async fn head_value(&self, key: &StoreKey) -> Result<Option<KeyMeta>> {
+        if let Some(meta) = self.store.head(key).await? {
+            return Ok(Some(meta));
+        }
+        Ok(self.synthesized(key).await?.map(|(_, meta)| meta))
+    }
+
     /// `range` of the value at `key`, or all of it.
     pub async fn get_value(&self, key: &StoreKey, range: Option<StoreRange>) -> Result<Got> {
         let whole = range.is_none();
@@ -54,12 +80,18 @@ impl Service {
         // A value read before a write invalidated the key is kept under the
         // generation its read began at, where no later lookup finds it.
         let generation = self.cache.read_generation(key);
+        let range_copy = range.clone();
         let got = match self.store.get_with(key, GetRequest { range }).await {
             Ok(got) => got,
             Err(StoreError::RangeNotSatisfiable { size, .. }) => {
                 return Ok(Got::Unsatisfiable { size })
             }
-            Err(StoreError::NotFound { .. }) => return Ok(Got::Missing),
+            Err(StoreError::NotFound { .. }) => {
+                return Ok(match self.synthesized(key).await? {
+                    Some((bytes, meta)) => in_memory(bytes, meta, range_copy),
+                    None => Got::Missing,
+                })
+            }
             Err(e) => return Err(e.into()),
         };
         let (meta, span) = (got.meta, got.range);
