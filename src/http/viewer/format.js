@@ -174,3 +174,21 @@ export function dtypeName(meta) {
   if (z && typeof z === "object" && z.name) return z.name;
   return "";
 }
+
+/**
+ * The zoom and pan keys every plot answers: +/- zoom, 0/Home reset, arrows
+ * pan by a tenth of the view. `view` has zoomIn, zoomOut, reset, and
+ * pan(dx, dy) in screen pixels (dy is 0 for plots that only pan sideways).
+ * Returns whether the key was one of them.
+ */
+export function zoomKeys(e, view, stepX, stepY = 0) {
+  if (e.altKey || e.ctrlKey || e.metaKey) return false;
+  const pans = { ArrowLeft: [stepX, 0], ArrowRight: [-stepX, 0], ArrowUp: [0, stepY], ArrowDown: [0, -stepY] };
+  if (e.key === "+" || e.key === "=") view.zoomIn();
+  else if (e.key === "-" || e.key === "_") view.zoomOut();
+  else if (e.key === "0" || e.key === "Home") view.reset();
+  else if (pans[e.key] && (pans[e.key][0] || pans[e.key][1])) view.pan(...pans[e.key]);
+  else return false;
+  e.preventDefault();
+  return true;
+}

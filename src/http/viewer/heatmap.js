@@ -4,7 +4,7 @@
 // scaled at once, so dragging and wheeling feel immediate.
 
 import { request, urls, isAbort } from "./api.js";
-import { svg, formatTick, indexTicks, niceTicks, logTicks, debounce } from "./format.js";
+import { svg, formatTick, indexTicks, niceTicks, logTicks, debounce, zoomKeys } from "./format.js";
 
 const AXIS_LEFT = 60;
 const AXIS_BOTTOM = 40;
@@ -534,42 +534,13 @@ export class Heatmap {
   }
 
   onKey(e) {
-    if (!this.view || e.altKey || e.ctrlKey || e.metaKey) return;
+    if (!this.view) return;
     const g = this.geometry();
-    const stepX = Math.max(1, g.ew * g.sx * 0.1);
-    const stepY = Math.max(1, g.eh * g.sy * 0.1);
-    switch (e.key) {
-      case "+":
-      case "=":
-        this.zoomIn();
-        break;
-      case "-":
-      case "_":
-        this.zoomOut();
-        break;
-      case "0":
-      case "Home":
-        this.reset();
-        break;
-      case "ArrowLeft":
-        this.panBy(stepX, 0);
-        this.commit();
-        break;
-      case "ArrowRight":
-        this.panBy(-stepX, 0);
-        this.commit();
-        break;
-      case "ArrowUp":
-        this.panBy(0, stepY);
-        this.commit();
-        break;
-      case "ArrowDown":
-        this.panBy(0, -stepY);
-        this.commit();
-        break;
-      default:
-        return;
-    }
-    e.preventDefault();
+    const pan = (dx, dy) => {
+      this.panBy(dx, dy);
+      this.commit();
+    };
+    zoomKeys(e, { zoomIn: () => this.zoomIn(), zoomOut: () => this.zoomOut(), reset: () => this.reset(), pan },
+      Math.max(1, g.ew * g.sx * 0.1), Math.max(1, g.eh * g.sy * 0.1));
   }
 }

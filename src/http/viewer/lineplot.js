@@ -2,7 +2,7 @@
 // width in pixels, so a million-element series costs one screenful of values.
 
 import { getJSON, urls, isAbort } from "./api.js";
-import { svg, formatTick, niceTicks, logTicks, indexTicks, toNumber, debounce } from "./format.js";
+import { svg, formatTick, niceTicks, logTicks, indexTicks, toNumber, debounce, zoomKeys } from "./format.js";
 
 const M = { left: 66, right: 18, top: 14, bottom: 44 };
 const ZOOM_STEP = 1.5;
@@ -372,32 +372,12 @@ export class LinePlot {
   }
 
   onKey(e) {
-    if (!this.view || e.altKey || e.ctrlKey || e.metaKey) return;
-    const { pw } = this.size();
-    switch (e.key) {
-      case "+":
-      case "=":
-        this.zoomIn();
-        break;
-      case "-":
-      case "_":
-        this.zoomOut();
-        break;
-      case "0":
-      case "Home":
-        this.reset();
-        break;
-      case "ArrowLeft":
-        this.panBy(pw * 0.1);
-        this.commit();
-        break;
-      case "ArrowRight":
-        this.panBy(-pw * 0.1);
-        this.commit();
-        break;
-      default:
-        return;
-    }
-    e.preventDefault();
+    if (!this.view) return;
+    const pan = (dx) => {
+      this.panBy(dx);
+      this.commit();
+    };
+    zoomKeys(e, { zoomIn: () => this.zoomIn(), zoomOut: () => this.zoomOut(), reset: () => this.reset(), pan },
+      this.size().pw * 0.1);
   }
 }
