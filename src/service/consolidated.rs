@@ -19,6 +19,10 @@ use crate::store::{KeyMeta, StoreKey, Version};
 pub const ZMETADATA: &str = ".zmetadata";
 /// Documents it gathers.
 const DOCUMENTS: [&str; 3] = [".zgroup", ".zarray", ".zattrs"];
+/// Most documents one is built from: past this, building it on every
+/// request would cost more than the requests it saves, so the group has
+/// none and clients read node by node, as without one.
+const MAX_DOCUMENTS: usize = 10_000;
 
 /// Documents built, by group: kept while nothing below the group changes
 /// through this server (and `--recheck-cached` trusts cached values).
@@ -72,11 +76,19 @@ impl Service {
         } else {
             group.as_str().len() + 1
         };
+        let keys: Vec<StoreKey> = self
+            .store
+            .list_sizes(&group)
+            .await?
+            .into_iter()
+            .map(|(k, _)| k)
+            .filter(|k| DOCUMENTS.contains(&k.name()))
+            .collect();
+        if keys.len() > MAX_DOCUMENTS {
+            return Ok(None);
+        }
         let mut documents = BTreeMap::new();
-        for (k, _) in self.store.list_sizes(&group).await? {
-            if !DOCUMENTS.contains(&k.name()) {
-                continue;
-            }
+        for k in keys {
             let Some(bytes) = self.store.get(&k).await? else {
                 continue;
             };
