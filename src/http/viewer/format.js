@@ -192,3 +192,21 @@ export function zoomKeys(e, view, stepX, stepY = 0) {
   e.preventDefault();
   return true;
 }
+
+/**
+ * Wires a plot to its container: wheel and pointer events go to the plot's
+ * onWheel/onPointerDown/onPointerMove/onPointerUp, and a resize of a shown
+ * plot calls `resized` at once and reloads it a moment later.
+ */
+export function attachPlot(container, plot, resized) {
+  new ResizeObserver(() => {
+    if (!plot.view) return;
+    resized();
+    plot.reloadSoon();
+  }).observe(container);
+  container.addEventListener("wheel", (e) => plot.onWheel(e), { passive: false });
+  container.addEventListener("pointerdown", (e) => plot.onPointerDown(e));
+  container.addEventListener("pointermove", (e) => plot.onPointerMove(e));
+  container.addEventListener("pointerup", (e) => plot.onPointerUp(e));
+  container.addEventListener("pointercancel", (e) => plot.onPointerUp(e));
+}

@@ -4,7 +4,7 @@
 // scaled at once, so dragging and wheeling feel immediate.
 
 import { request, urls, isAbort } from "./api.js";
-import { svg, formatTick, indexTicks, niceTicks, logTicks, debounce, zoomKeys } from "./format.js";
+import { svg, formatTick, indexTicks, niceTicks, logTicks, debounce, zoomKeys, attachPlot } from "./format.js";
 
 const AXIS_LEFT = 60;
 const AXIS_BOTTOM = 40;
@@ -49,17 +49,7 @@ export class Heatmap {
 
     this.commitSoon = debounce(() => this.commit(), WHEEL_COMMIT_MS);
     this.reloadSoon = debounce(() => this.load(), 150);
-    new ResizeObserver(() => {
-      if (!this.view) return;
-      this.place();
-      this.reloadSoon();
-    }).observe(container);
-
-    container.addEventListener("wheel", (e) => this.onWheel(e), { passive: false });
-    container.addEventListener("pointerdown", (e) => this.onPointerDown(e));
-    container.addEventListener("pointermove", (e) => this.onPointerMove(e));
-    container.addEventListener("pointerup", (e) => this.onPointerUp(e));
-    container.addEventListener("pointercancel", (e) => this.onPointerUp(e));
+    attachPlot(container, this, () => this.place());
     container.addEventListener("pointerleave", () => {
       this.cursor.hidden = true;
     });

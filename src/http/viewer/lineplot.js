@@ -2,7 +2,7 @@
 // width in pixels, so a million-element series costs one screenful of values.
 
 import { getJSON, urls, isAbort } from "./api.js";
-import { svg, formatTick, niceTicks, logTicks, indexTicks, toNumber, debounce, zoomKeys } from "./format.js";
+import { svg, formatTick, niceTicks, logTicks, indexTicks, toNumber, debounce, zoomKeys, attachPlot } from "./format.js";
 
 const M = { left: 66, right: 18, top: 14, bottom: 44 };
 const ZOOM_STEP = 1.5;
@@ -23,16 +23,7 @@ export class LinePlot {
     this.drag = null;
     this.commitSoon = debounce(() => this.commit(), 220);
     this.reloadSoon = debounce(() => this.load(), 150);
-    new ResizeObserver(() => {
-      if (!this.view) return;
-      this.draw();
-      this.reloadSoon();
-    }).observe(container);
-    container.addEventListener("wheel", (e) => this.onWheel(e), { passive: false });
-    container.addEventListener("pointerdown", (e) => this.onPointerDown(e));
-    container.addEventListener("pointermove", (e) => this.onPointerMove(e));
-    container.addEventListener("pointerup", (e) => this.onPointerUp(e));
-    container.addEventListener("pointercancel", (e) => this.onPointerUp(e));
+    attachPlot(container, this, () => this.draw());
     container.addEventListener("keydown", (e) => this.onKey(e));
   }
 
