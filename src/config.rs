@@ -286,7 +286,9 @@ fn seconds(
 }
 
 /// A mount in the config file: a URL, `{ url = "...", read_only = true }`,
-/// or `{ references = "...", targets = [...] }`.
+/// `{ references = "...", targets = [...] }`, or `{ icechunk = "...",
+/// virtual_chunks = [...], read_only = true }` (writes to its branches
+/// become commits unless read-only).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
 pub enum MountSpec {
@@ -306,6 +308,8 @@ pub enum MountSpec {
         /// URL prefixes or folders of the virtual chunk containers to read.
         #[serde(default)]
         virtual_chunks: Vec<String>,
+        #[serde(default)]
+        read_only: bool,
     },
 }
 
@@ -552,12 +556,13 @@ impl Config {
                         MountSpec::Icechunk {
                             icechunk,
                             virtual_chunks,
+                            read_only,
                         } => (
                             Source::Icechunk {
                                 url: icechunk,
                                 virtual_chunks,
                             },
-                            true,
+                            read_only,
                         ),
                     };
                     Mount {
@@ -627,7 +632,7 @@ mod tests {
         assert_eq!(c.cache_size, 1 << 30);
         assert_eq!(c.recheck_cached, Recheck::After(Duration::from_secs(30)));
         assert_eq!(c.json_limit, 64 << 20);
-        std::fs::write(&path, "[mounts]\nera5 = \"memory://\"\nscratch = { url = \"file:///tmp/x\", read_only = true }\nnc = { references = \"s3://b/refs.json\", targets = [\"s3://b/nc/\"] }\nrepo = { icechunk = \"s3://b/repo\", virtual_chunks = [\"s3://b/nc/\"] }\n").unwrap();
+        std::fs::write(&path, "[mounts]\nera5 = \"memory://\"\nscratch = { url = \"file:///tmp/x\", read_only = true }\nnc = { references = \"s3://b/refs.json\", targets = [\"s3://b/nc/\"] }\nrepo = { icechunk = \"s3://b/repo\", virtual_chunks = [\"s3://b/nc/\"] }\nfrozen = { icechunk = \"/r\", read_only = true }\n").unwrap();
         let c = Config::resolve(ServeArgs {
             config: Some(path.clone()),
             ..Default::default()
@@ -643,6 +648,14 @@ mod tests {
             vec![
                 mount("era5", Source::Store("memory://".into()), false),
                 mount(
+                    "frozen",
+                    Source::Icechunk {
+                        url: "/r".into(),
+                        virtual_chunks: vec![]
+                    },
+                    true
+                ),
+                mount(
                     "nc",
                     Source::References {
                         url: "s3://b/refs.json".into(),
@@ -656,7 +669,7 @@ mod tests {
                         url: "s3://b/repo".into(),
                         virtual_chunks: vec!["s3://b/nc/".into()]
                     },
-                    true
+                    false
                 ),
                 mount("scratch", Source::Store("file:///tmp/x".into()), true),
             ]

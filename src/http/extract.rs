@@ -87,3 +87,32 @@ fn timed_out(e: &(dyn std::error::Error + 'static)) -> bool {
     }
     false
 }
+
+/// The header naming the commit a write makes on a versioned store.
+pub const COMMIT_MESSAGE: &str = "x-zarr-commit-message";
+
+/// The message of the commit a write makes on a branch of a versioned store
+/// (an Icechunk repository): the `X-Zarr-Commit-Message` header, or one
+/// naming the request.
+pub struct CommitMessage(pub String);
+
+impl<S: Send + Sync> FromRequestParts<S> for CommitMessage {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        if let Some(value) = parts.headers.get(COMMIT_MESSAGE) {
+            return std::str::from_utf8(value.as_bytes())
+                .map(|m| CommitMessage(m.trim().to_string()))
+                .map_err(|_| {
+                    ApiError::bad_request("bad_header", "X-Zarr-Commit-Message is not UTF-8 text")
+                });
+        }
+        let target = parts
+            .uri
+            .path_and_query()
+            .map(|p| p.as_str())
+            .unwrap_or_else(|| parts.uri.path());
+        let target = percent_encoding::percent_decode_str(target).decode_utf8_lossy();
+        Ok(CommitMessage(format!("zarrd: {} {target}", parts.method)))
+    }
+}

@@ -321,6 +321,7 @@ fn cors(config: &crate::config::Cors) -> CorsLayer {
         HeaderName::from_static("x-zarr-dtype"),
         HeaderName::from_static("x-zarr-vmin"),
         HeaderName::from_static("x-zarr-vmax"),
+        HeaderName::from_static(write::SNAPSHOT),
         HeaderName::from_static("x-request-id"),
     ];
     exposed.extend(
@@ -338,6 +339,7 @@ fn cors(config: &crate::config::Cors) -> CorsLayer {
         header::AUTHORIZATION,
         header::CONTENT_TYPE,
         header::ACCEPT,
+        HeaderName::from_static(extract::COMMIT_MESSAGE),
     ];
     allowed.extend(
         config

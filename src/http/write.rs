@@ -3,7 +3,9 @@
 //! /api/v1/meta`), regions (`PUT /api/v1/data`) and appends
 //! (`POST /api/v1/append`). Every change invalidates the cache entries it
 //! makes stale. Chunk-level locking and compare-and-swap happen in the
-//! store's updater, under every write path here.
+//! store's updater, under every write path here. On a branch of an
+//! Icechunk repository each node, region or append write is one commit
+//! (named by the `X-Zarr-Snapshot` header of the answer).
 
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -14,7 +16,7 @@ use serde_json::{json, Map, Value};
 
 use super::body;
 use super::error::{ApiError, ApiResult};
-use super::extract::{ApiBody, ApiPath, ApiQuery};
+use super::extract::{ApiBody, ApiPath, ApiQuery, CommitMessage};
 use super::raw::{etags_match, missing, precondition_failed, quote_etag, request_etags};
 use super::AppState;
 use crate::service::{ErrorKind, NodeCreate};
@@ -22,10 +24,22 @@ use crate::store::{node_path, StoreKey};
 use crate::zarr::metadata::Order;
 use crate::zarr::{ArraySpec, DataType, Endian, Selection};
 
+/// The header naming the snapshot a write committed.
+pub const SNAPSHOT: &str = "x-zarr-snapshot";
+
+/// A write's answer, naming the snapshot it committed, when it made one.
+fn committed(snapshot: Option<String>, response: impl IntoResponse) -> Response {
+    let mut response = response.into_response();
+    if let Some(id) = snapshot.and_then(|id| HeaderValue::from_str(&id).ok()) {
+        response.headers_mut().insert(SNAPSHOT, id);
+    }
+    response
+}
+
 impl AppState {
     /// Refuse writes on a read-only server (who may write is checked by `auth::authorize`).
     pub fn check_writable(&self) -> ApiResult<()> {
-        if self.store.is_read_only() {
+        if self.store.is_read_only() && !self.store.takes_commits() {
             return Err(ApiError::new(
                 StatusCode::FORBIDDEN,
                 "read_only",
@@ -224,6 +238,7 @@ pub async fn put_meta(
     state: State<AppState>,
     ApiPath(path): ApiPath<String>,
     ApiQuery(params): ApiQuery<OverwriteParam>,
+    CommitMessage(message): CommitMessage,
     ApiBody(body): ApiBody,
 ) -> ApiResult<Response> {
     state.check_writable()?;
@@ -242,9 +257,11 @@ pub async fn put_meta(
             )))
         }
     };
-    state.service.create(&key, node, params.overwrite).await?;
+    let writing = state.service.writing(&key).await?;
+    writing.create(&key, node, params.overwrite).await?;
+    let snapshot = writing.finish(&message).await?;
     let meta = super::api::meta(state, ApiPath(path)).await?;
-    Ok((StatusCode::CREATED, meta).into_response())
+    Ok(committed(snapshot, (StatusCode::CREATED, meta)))
 }
 
 #[derive(Debug, Deserialize)]
@@ -259,8 +276,9 @@ pub async fn patch_meta(
     state: State<AppState>,
     ApiPath(path): ApiPath<String>,
     caller: Option<axum::Extension<super::auth::Caller>>,
+    CommitMessage(message): CommitMessage,
     ApiBody(body): ApiBody,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Response> {
     state.check_writable()?;
     let key = node_path(&path)?;
     let patch: Patch = serde_json::from_slice(&body).map_err(|e| {
@@ -274,22 +292,29 @@ pub async fn patch_meta(
         ));
     }
     let may_delete = caller.is_some_and(|c| c.admin);
-    state
-        .service
+    let writing = state.service.writing(&key).await?;
+    writing
         .patch(&key, patch.attributes.as_ref(), patch.shape, may_delete)
         .await?;
-    super::api::meta(state, ApiPath(path)).await
+    let snapshot = writing.finish(&message).await?;
+    Ok(committed(
+        snapshot,
+        super::api::meta(state, ApiPath(path)).await?,
+    ))
 }
 
 /// `DELETE /api/v1/meta/{path}`: a node and everything below it.
 pub async fn delete_meta(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<String>,
-) -> ApiResult<StatusCode> {
+    CommitMessage(message): CommitMessage,
+) -> ApiResult<Response> {
     state.check_writable()?;
     let key = node_path(&path)?;
-    state.service.delete_node(&key).await?;
-    Ok(StatusCode::NO_CONTENT)
+    let writing = state.service.writing(&key).await?;
+    writing.delete_node(&key).await?;
+    let snapshot = writing.finish(&message).await?;
+    Ok(committed(snapshot, StatusCode::NO_CONTENT))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -304,24 +329,26 @@ pub async fn put_data(
     ApiPath(path): ApiPath<String>,
     ApiQuery(params): ApiQuery<WriteParams>,
     headers: HeaderMap,
+    CommitMessage(message): CommitMessage,
     ApiBody(body): ApiBody,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Response> {
     state.check_writable()?;
     let key = node_path(&path)?;
-    let array = state.service.array(&key).await?;
+    let writing = state.service.writing(&key).await?;
+    let array = writing.array(&key).await?;
     let selection = match &params.select {
         Some(s) => super::api::parse_select(s)?,
         None => Selection::all(),
     };
     let resolved = selection.resolve(array.shape())?;
     let incoming = body::decode(&headers, &body, &array.metadata().dtype)?;
-    let w = state
-        .service
-        .write_region(&array, &resolved, incoming)
-        .await?;
-    Ok(Json(
-        json!({"shape": w.shape, "elements": w.elements, "chunks_written": w.chunks_written, "chunks_deleted": w.chunks_deleted}),
-    ))
+    let w = writing.write_region(&array, &resolved, incoming).await?;
+    let snapshot = writing.finish(&message).await?;
+    let mut answer = json!({"shape": w.shape, "elements": w.elements, "chunks_written": w.chunks_written, "chunks_deleted": w.chunks_deleted});
+    if let Some(id) = &snapshot {
+        answer["snapshot"] = json!(id);
+    }
+    Ok(committed(snapshot, Json(answer)))
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -337,12 +364,19 @@ pub async fn append(
     ApiPath(path): ApiPath<String>,
     ApiQuery(params): ApiQuery<AppendParams>,
     headers: HeaderMap,
+    CommitMessage(message): CommitMessage,
     ApiBody(body): ApiBody,
-) -> ApiResult<Json<Value>> {
+) -> ApiResult<Response> {
     state.check_writable()?;
     let key = node_path(&path)?;
-    let array = state.service.array(&key).await?;
+    let writing = state.service.writing(&key).await?;
+    let array = writing.array(&key).await?;
     let incoming = body::decode(&headers, &body, &array.metadata().dtype)?;
-    let new_shape = state.service.append(&key, params.axis, incoming).await?;
-    Ok(Json(json!({"shape": new_shape})))
+    let new_shape = writing.append(&key, params.axis, incoming).await?;
+    let snapshot = writing.finish(&message).await?;
+    let mut answer = json!({"shape": new_shape});
+    if let Some(id) = &snapshot {
+        answer["snapshot"] = json!(id);
+    }
+    Ok(committed(snapshot, Json(answer)))
 }

@@ -91,6 +91,7 @@ impl From<StoreError> for ServiceError {
             // The data the reference names is not there: the store failed.
             StoreError::BadReference(_) => (StoreUnavailable, "bad_reference"),
             StoreError::UnknownVersion(_) => (NotFound, "unknown_version"),
+            StoreError::Diverged(_) => (Conflict, "commit_conflict"),
             StoreError::Backend { .. } => {
                 crate::metrics::count(&crate::metrics::STORE_ERRORS);
                 (StoreUnavailable, "store_error")

@@ -6,6 +6,7 @@
 //! limits on what one answer may cost, and what each write makes stale.
 
 pub mod cache;
+mod commit;
 mod consolidated;
 mod error;
 mod preview;
@@ -16,6 +17,7 @@ mod write;
 use std::sync::Arc;
 
 pub use cache::{Node, ZarrCache};
+pub use commit::Writing;
 pub use error::{ErrorKind, Result, ServiceError};
 pub use preview::{Preview, PreviewKind};
 pub use read::{Content, Data, ReadRequest, Residence};

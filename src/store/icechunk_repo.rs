@@ -39,6 +39,17 @@ pub const PINNED: &str = "icechunk-snapshot:";
 /// Snapshots kept open (each holds its manifests as they are read).
 const OPEN_SNAPSHOTS: u64 = 64;
 
+/// The Zarr key of a store path, without the version that may lead it.
+pub fn zarr_key(location: &str) -> &str {
+    match location
+        .strip_prefix(VERSION_FOLDER)
+        .and_then(|r| r.strip_prefix('/'))
+    {
+        Some(rest) => rest.split_once('/').map_or("", |(_, key)| key),
+        None => location,
+    }
+}
+
 /// A branch, a tag, or a snapshot of a repository, as listed.
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct SnapshotEntry {
@@ -65,6 +76,9 @@ pub struct Open {
     source: String,
     /// A store per snapshot read, with the time it was written, by id.
     snapshots: moka::future::Cache<String, (Arc<icechunk::Store>, DateTime<Utc>)>,
+    /// One turn per branch: this server's transactions on a branch run one
+    /// at a time (see `icechunk_session`).
+    turns: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl std::ops::Deref for Repo {
@@ -87,7 +101,7 @@ impl std::fmt::Display for Repo {
     }
 }
 
-fn generic(message: impl Into<String>) -> object_store::Error {
+pub(super) fn generic(message: impl Into<String>) -> object_store::Error {
     object_store::Error::Generic {
         store: "icechunk",
         source: message.into().into(),
@@ -201,12 +215,26 @@ impl Repo {
             repo,
             source: location.to_string(),
             snapshots: moka::future::Cache::new(OPEN_SNAPSHOTS),
+            turns: Default::default(),
         })))
+    }
+
+    pub(super) fn repo(&self) -> &icechunk::Repository {
+        &self.repo
+    }
+
+    /// The turn of `branch`'s writers in this server.
+    pub(super) fn branch_turn(&self, branch: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut turns = self.turns.lock().unwrap_or_else(|e| e.into_inner());
+        turns.entry(branch.to_string()).or_default().clone()
     }
 
     /// The snapshot a ref names: a branch's tip, a tag's snapshot, or a
     /// snapshot id; and whether it was named by id (so can never change).
-    async fn resolve(&self, reference: &str) -> object_store::Result<(SnapshotId, bool)> {
+    pub(super) async fn resolve(
+        &self,
+        reference: &str,
+    ) -> object_store::Result<(SnapshotId, bool)> {
         if let Ok(id) = self.repo.lookup_branch(reference).await {
             return Ok((id, false));
         }
@@ -321,7 +349,7 @@ impl Repo {
     }
 
     /// Size, validator and version of a key at a snapshot.
-    fn meta(
+    pub(super) fn meta(
         location: &Path,
         at: (&SnapshotId, DateTime<Utc>),
         pinned: bool,
@@ -342,7 +370,11 @@ impl Repo {
         }
     }
 
-    async fn size(store: &icechunk::Store, key: &str, shown: &str) -> object_store::Result<u64> {
+    pub(super) async fn size(
+        store: &icechunk::Store,
+        key: &str,
+        shown: &str,
+    ) -> object_store::Result<u64> {
         let size = store
             .getsize(key)
             .await
@@ -364,7 +396,7 @@ impl Repo {
 /// (or could not hold: Icechunk knows only Zarr v3 keys) is missing; a
 /// virtual chunk whose file is missing or short is a broken reference,
 /// naming where it points; anything else is the backend's error.
-fn icechunk_error(key: &str, e: icechunk::store::StoreError) -> object_store::Error {
+pub(super) fn icechunk_error(key: &str, e: icechunk::store::StoreError) -> object_store::Error {
     icechunk_error_at(key, e, None)
 }
 
@@ -505,47 +537,7 @@ impl ObjectStore for Repo {
         let (reference, key) = self.split(&location);
         let (id, pinned) = self.resolve(reference).await?;
         let (store, written) = self.at(&id).await?;
-        let shown = |name: &str| {
-            if location.is_empty() {
-                name.to_string()
-            } else {
-                format!("{location}/{name}")
-            }
-        };
-        let items: Vec<icechunk::store::ListDirItem> = store
-            .list_dir_items(key)
-            .await
-            .map_err(|e| icechunk_error(&location, e))?
-            .try_collect()
-            .await
-            .map_err(|e| icechunk_error(&location, e))?;
-        let mut objects = Vec::new();
-        let mut common = Vec::new();
-        for item in items {
-            match item {
-                icechunk::store::ListDirItem::Key(name) => {
-                    let zarr_key = if key.is_empty() {
-                        name.clone()
-                    } else {
-                        format!("{key}/{name}")
-                    };
-                    let size = Repo::size(&store, &zarr_key, &shown(&name)).await?;
-                    objects.push(Repo::meta(
-                        &Path::from(shown(&name)),
-                        (&id, written),
-                        pinned,
-                        size,
-                        &zarr_key,
-                    ));
-                }
-                icechunk::store::ListDirItem::Prefix(name) => common.push(Path::from(shown(&name))),
-            }
-        }
-        Ok(ListResult {
-            common_prefixes: common,
-            objects,
-            extensions: Default::default(),
-        })
+        list_dir_at(&store, (&id, written), pinned, &location, key).await
     }
 
     async fn copy_opts(&self, _: &Path, _: &Path, _: CopyOptions) -> object_store::Result<()> {
@@ -556,32 +548,89 @@ impl ObjectStore for Repo {
 impl Repo {
     /// Every key below `location`, for a recursive listing.
     async fn list_all(&self, location: &str) -> object_store::Result<Vec<ObjectMeta>> {
-        let repo = self;
-        let (reference, key) = repo.split(location);
-        let (id, pinned) = repo.resolve(reference).await?;
-        let (store, written) = repo.at(&id).await?;
-        let base = &location[..location.len() - key.len()];
-        let keys: Vec<String> = store
-            .list_prefix(if key.is_empty() { "/" } else { key })
-            .await
-            .map_err(|e| icechunk_error(location, e))?
-            .try_collect()
-            .await
-            .map_err(|e| icechunk_error(location, e))?;
-        let mut out = Vec::with_capacity(keys.len());
-        for k in keys {
-            let shown = format!("{base}{k}");
-            let size = Repo::size(&store, &k, &shown).await?;
-            out.push(Repo::meta(
-                &Path::from(shown.clone()),
-                (&id, written),
-                pinned,
-                size,
-                &k,
-            ));
-        }
-        Ok(out)
+        let (reference, key) = self.split(location);
+        let (id, pinned) = self.resolve(reference).await?;
+        let (store, written) = self.at(&id).await?;
+        list_all_at(&store, (&id, written), pinned, location, key).await
     }
+}
+
+/// One level below `key` of a snapshot's (or session's) store, named as
+/// below `location`, the store path that reached it.
+pub(super) async fn list_dir_at(
+    store: &icechunk::Store,
+    at: (&SnapshotId, DateTime<Utc>),
+    pinned: bool,
+    location: &str,
+    key: &str,
+) -> object_store::Result<ListResult> {
+    let shown = |name: &str| {
+        if location.is_empty() {
+            name.to_string()
+        } else {
+            format!("{location}/{name}")
+        }
+    };
+    let items: Vec<icechunk::store::ListDirItem> = store
+        .list_dir_items(key)
+        .await
+        .map_err(|e| icechunk_error(location, e))?
+        .try_collect()
+        .await
+        .map_err(|e| icechunk_error(location, e))?;
+    let mut objects = Vec::new();
+    let mut common = Vec::new();
+    for item in items {
+        match item {
+            icechunk::store::ListDirItem::Key(name) => {
+                let zarr_key = if key.is_empty() {
+                    name.clone()
+                } else {
+                    format!("{key}/{name}")
+                };
+                let size = Repo::size(store, &zarr_key, &shown(&name)).await?;
+                objects.push(Repo::meta(
+                    &Path::from(shown(&name)),
+                    at,
+                    pinned,
+                    size,
+                    &zarr_key,
+                ));
+            }
+            icechunk::store::ListDirItem::Prefix(name) => common.push(Path::from(shown(&name))),
+        }
+    }
+    Ok(ListResult {
+        common_prefixes: common,
+        objects,
+        extensions: Default::default(),
+    })
+}
+
+/// Every key below `key` of a snapshot's (or session's) store, named as
+/// below `location`.
+pub(super) async fn list_all_at(
+    store: &icechunk::Store,
+    at: (&SnapshotId, DateTime<Utc>),
+    pinned: bool,
+    location: &str,
+    key: &str,
+) -> object_store::Result<Vec<ObjectMeta>> {
+    let base = &location[..location.len() - key.len()];
+    let keys: Vec<String> = store
+        .list_prefix(if key.is_empty() { "/" } else { key })
+        .await
+        .map_err(|e| icechunk_error(location, e))?
+        .try_collect()
+        .await
+        .map_err(|e| icechunk_error(location, e))?;
+    let mut out = Vec::with_capacity(keys.len());
+    for k in keys {
+        let shown = format!("{base}{k}");
+        let size = Repo::size(store, &k, &shown).await?;
+        out.push(Repo::meta(&Path::from(shown.clone()), at, pinned, size, &k));
+    }
+    Ok(out)
 }
 
 #[cfg(test)]

@@ -181,3 +181,156 @@ async fn unknown_versions_and_writes_are_clear_errors() {
         "{err}"
     );
 }
+
+/// The repository of [`repository`], mounted writable.
+async fn writable(dir: &std::path::Path) -> Store {
+    let repo = Store::icechunk(dir.to_str().unwrap(), &[]).await.unwrap();
+    Store::with_mounts(Store::memory(), vec![("repo".into(), repo, false)]).unwrap()
+}
+
+async fn value(s: &Store, k: &str) -> Option<Vec<u8>> {
+    s.get(&key(k)).await.unwrap().map(|b| b.to_vec())
+}
+
+#[tokio::test]
+async fn a_transaction_becomes_one_commit_or_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = repository(dir.path()).await;
+    let s = writable(dir.path()).await;
+
+    let p = s.begin(&key("repo@dev/a")).await.unwrap().unwrap();
+    assert_eq!(p.roots, [key("repo@dev")]);
+    p.store
+        .put(&key("repo@dev/a/c/1"), Bytes::from_static(&[7, 7]))
+        .await
+        .unwrap();
+    assert_eq!(
+        value(&p.store, "repo@dev/a/c/1").await,
+        Some(vec![7, 7]),
+        "the transaction reads its own write"
+    );
+    assert_eq!(
+        value(&s, "repo@dev/a/c/1").await,
+        None,
+        "readers see nothing yet"
+    );
+    let id = p.transaction.commit("seven").await.unwrap().unwrap();
+    assert_eq!(value(&s, "repo@dev/a/c/1").await, Some(vec![7, 7]));
+    assert_eq!(
+        value(&s, &format!("repo@{id}/a/c/1")).await,
+        Some(vec![7, 7])
+    );
+    assert_eq!(value(&s, "repo@v1/a/c/1").await, None, "the tag stays");
+    assert_eq!(
+        value(&s, "repo/a/c/0").await,
+        Some(vec![9, 9]),
+        "main stays"
+    );
+    let v = s.versions(&key("repo"), 10).await.unwrap();
+    assert!(v.branches.contains(&("dev".to_string(), id.clone())));
+
+    // Dropped, a transaction leaves nothing; with no change, no commit.
+    let p = s.begin(&key("repo@dev/a")).await.unwrap().unwrap();
+    p.store
+        .put(&key("repo@dev/a/c/0"), Bytes::from_static(&[5, 5]))
+        .await
+        .unwrap();
+    drop(p);
+    assert_eq!(value(&s, "repo@dev/a/c/0").await, Some(vec![1, 2]));
+    let p = s.begin(&key("repo@dev/a")).await.unwrap().unwrap();
+    assert_eq!(p.transaction.commit("nothing").await.unwrap(), None);
+
+    // No version: branch main, cached both as `repo` and `repo@main`.
+    let p = s.begin(&key("repo/a")).await.unwrap().unwrap();
+    assert_eq!(p.roots, [key("repo@main"), key("repo")]);
+    p.store.delete(&key("repo/a/c/0")).await.unwrap();
+    p.transaction.commit("delete").await.unwrap().unwrap();
+    assert_eq!(value(&s, "repo/a/c/0").await, None);
+    assert_eq!(
+        value(&s, &format!("repo@{first}/a/c/0")).await,
+        Some(vec![1, 2])
+    );
+    assert!(s.begin(&key("elsewhere/x")).await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn tags_snapshots_v2_and_read_only_mounts_refuse_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = repository(dir.path()).await;
+    let s = writable(dir.path()).await;
+    for at in ["repo@v1/a".to_string(), format!("repo@{first}/a")] {
+        let err = s.begin(&key(&at)).await.err().unwrap();
+        assert!(
+            matches!(&err, StoreError::ReadOnly { what } if what.contains("only branches")),
+            "{at}: {err}"
+        );
+    }
+    let err = s.begin(&key("repo@nope/a")).await.err().unwrap();
+    assert!(matches!(err, StoreError::UnknownVersion(_)), "{err}");
+    let err = mounted(dir.path())
+        .await
+        .begin(&key("repo/a"))
+        .await
+        .err()
+        .unwrap();
+    assert!(matches!(err, StoreError::ReadOnly { .. }), "{err}");
+    let p = s.begin(&key("repo/b")).await.unwrap().unwrap();
+    let err = p
+        .store
+        .put(
+            &key("repo/b/.zgroup"),
+            Bytes::from_static(b"{\"zarr_format\":2}"),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, StoreError::InvalidKey { reason, .. } if reason.contains("v3 only")),
+        "{err}"
+    );
+}
+
+/// Another process's commit to the branch after the transaction began.
+async fn commit_elsewhere(dir: &std::path::Path, chunk: &str, value: &'static [u8]) {
+    let storage = icechunk::new_local_filesystem_storage(dir).await.unwrap();
+    let repo = icechunk::Repository::open(storage).execute().await.unwrap();
+    let session = repo.writable_session("dev").await.unwrap();
+    let store = icechunk::Store::from_session(Arc::new(RwLock::new(session))).await;
+    store.set(chunk, Bytes::from_static(value)).await.unwrap();
+    let session = store.session();
+    let mut session = session.write().await;
+    session.commit("elsewhere").execute().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_commit_rebases_over_other_writers_or_names_the_conflict() {
+    let dir = tempfile::tempdir().unwrap();
+    repository(dir.path()).await;
+    let s = writable(dir.path()).await;
+
+    let p = s.begin(&key("repo@dev/a")).await.unwrap().unwrap();
+    p.store
+        .put(&key("repo@dev/a/c/0"), Bytes::from_static(&[3, 3]))
+        .await
+        .unwrap();
+    commit_elsewhere(dir.path(), "a/c/1", &[4, 4]).await;
+    p.transaction.commit("other chunk").await.unwrap().unwrap();
+    assert_eq!(value(&s, "repo@dev/a/c/0").await, Some(vec![3, 3]));
+    assert_eq!(
+        value(&s, "repo@dev/a/c/1").await,
+        Some(vec![4, 4]),
+        "rebased"
+    );
+
+    let p = s.begin(&key("repo@dev/a")).await.unwrap().unwrap();
+    p.store
+        .put(&key("repo@dev/a/c/0"), Bytes::from_static(&[6, 6]))
+        .await
+        .unwrap();
+    commit_elsewhere(dir.path(), "a/c/0", &[8, 8]).await;
+    let err = p.transaction.commit("same chunk").await.unwrap_err();
+    assert!(
+        matches!(&err, StoreError::Diverged(m) if m.contains("'dev'")),
+        "{err}"
+    );
+    assert_eq!(value(&s, "repo@dev/a/c/0").await, Some(vec![8, 8]));
+}

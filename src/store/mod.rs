@@ -6,17 +6,20 @@ mod backends;
 mod confined;
 mod get;
 mod icechunk_repo;
+mod icechunk_session;
 mod key;
 mod local;
 mod open_files;
 mod read_only;
 mod references;
+mod transaction;
 pub mod update;
 mod zip;
 
 pub use confined::{Escape, NameTooLong, UploadName};
 pub use icechunk_repo::{SnapshotEntry, Versions};
 pub use key::{node_path, StoreKey};
+pub use transaction::Pending;
 pub use update::{Coordination, Outcome, Replacement, Updater};
 
 use std::borrow::Cow;
@@ -69,6 +72,9 @@ pub enum StoreError {
     /// A version (branch, tag, snapshot) a versioned store does not have.
     #[error("{0}")]
     UnknownVersion(String),
+    /// A commit that conflicts with commits made to its branch meanwhile.
+    #[error("{0}")]
+    Diverged(String),
     #[error("store error on '{key}': {source}")]
     Backend {
         key: String,
@@ -118,6 +124,7 @@ impl StoreError {
             },
             StoreError::BadReference(message) => StoreError::BadReference(message.clone()),
             StoreError::UnknownVersion(message) => StoreError::UnknownVersion(message.clone()),
+            StoreError::Diverged(message) => StoreError::Diverged(message.clone()),
             StoreError::Backend { key: k, source } => StoreError::Backend {
                 key: key(k),
                 source: object_store::Error::Generic {
@@ -128,7 +135,7 @@ impl StoreError {
         }
     }
 
-    fn from_backend(key: &StoreKey, err: object_store::Error) -> Self {
+    pub(crate) fn from_backend(key: &StoreKey, err: object_store::Error) -> Self {
         let key = key.to_string();
         match err {
             object_store::Error::NotFound { .. } => StoreError::NotFound { key },
@@ -174,6 +181,14 @@ impl StoreError {
                 if source.is::<icechunk_repo::UnknownVersion>() =>
             {
                 StoreError::UnknownVersion(source.to_string())
+            }
+            object_store::Error::Generic { source, .. }
+                if source.is::<icechunk_session::V3Only>() =>
+            {
+                StoreError::InvalidKey {
+                    key: icechunk_repo::zarr_key(&key).to_string(),
+                    reason: source.to_string(),
+                }
             }
             object_store::Error::Generic { source, .. } if source.is::<Escape>() => {
                 StoreError::Forbidden {
@@ -300,6 +315,9 @@ pub struct Store {
     local: Option<local::LocalReads>,
     /// The repository, when this store is an Icechunk repository.
     repo: Option<Arc<icechunk_repo::Repo>>,
+    /// Writes to its branches become commits (see [`Store::begin`]); not
+    /// when mounted read-only.
+    commits: bool,
 }
 
 /// The object_store path of a key: the key as it is, so that objects and
@@ -345,6 +363,7 @@ impl Store {
             mounts: Arc::new(Vec::new()),
             local: None,
             repo: None,
+            commits: false,
         }
     }
 
@@ -361,9 +380,11 @@ impl Store {
             format!("icechunk+{location}"),
             Coordination::CompareAndSwap,
         );
-        // The repository refuses writes itself, saying why.
+        // The repository refuses writes to its keys itself, saying why;
+        // writes through the engine become commits.
         store.read_only = true;
         store.repo = Some(repo);
+        store.commits = true;
         Ok(store)
     }
 
@@ -478,8 +499,15 @@ impl Store {
         self.read_only
     }
 
+    /// Writes through the engine become commits (an Icechunk repository
+    /// at the root, mounted writable).
+    pub fn takes_commits(&self) -> bool {
+        self.commits
+    }
+
     /// This store, refusing every write (its backend wrapped in `ReadOnly`).
     pub fn into_read_only(mut self) -> Self {
+        self.commits = false;
         if !self.read_only {
             self.inner = Arc::new(read_only::ReadOnly::new(
                 self.inner.clone(),
@@ -516,17 +544,22 @@ impl Store {
         Ok(root)
     }
 
-    /// The mounted store and the key within it, when `key` is below a mount.
-    fn mount_for(&self, key: &StoreKey) -> Option<(&Store, StoreKey)> {
+    /// The mount name, the version (`name@ref`) and the rest of a key whose
+    /// first segment may name a mount.
+    fn mount_parts<'k>(&self, key: &'k StoreKey) -> Option<(&'k str, Option<&'k str>, &'k str)> {
         if self.mounts.is_empty() {
             return None;
         }
         let (first, rest) = key.as_str().split_once('/').unwrap_or((key.as_str(), ""));
-        // `name@ref`: a version of a versioned mount.
-        let (name, version) = match first.split_once('@') {
-            Some((name, version)) if !version.is_empty() => (name, Some(version)),
-            _ => (first, None),
-        };
+        Some(match first.split_once('@') {
+            Some((name, version)) if !version.is_empty() => (name, Some(version), rest),
+            _ => (first, None, rest),
+        })
+    }
+
+    /// The mounted store and the key within it, when `key` is below a mount.
+    fn mount_for(&self, key: &StoreKey) -> Option<(&Store, StoreKey)> {
+        let (name, version, rest) = self.mount_parts(key)?;
         let (_, store) = self.mounts.iter().find(|(n, _)| n == name)?;
         let inner = match version {
             None => rest.to_string(),

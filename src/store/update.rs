@@ -69,6 +69,9 @@ pub enum Coordination {
     CompareAndSwap,
     /// `flock` on lock files in this directory (local file system stores).
     FileLocks { dir: PathBuf },
+    /// None beyond this process: the store is one writer's uncommitted
+    /// transaction (an Icechunk session), which no other process sees.
+    Session,
 }
 
 /// The new value a read-modify-write produces.
@@ -234,21 +237,37 @@ impl Updater {
         match &self.coordination {
             Coordination::FileLocks { dir } => {
                 let _file = FileLock::acquire(dir.clone(), key.as_str()).await?;
-                let current = if blind {
-                    None
-                } else {
-                    store.get_versioned(key).await?
-                };
-                let next = update(current).await?;
-                if next.removable {
-                    store.delete(key).await?;
-                    Ok(Outcome::Deleted)
-                } else {
-                    store.put(key, Bytes::from(next.bytes)).await?;
-                    Ok(Outcome::Stored)
-                }
+                Self::replace(store, key, blind, update).await
             }
+            Coordination::Session => Self::replace(store, key, blind, update).await,
             Coordination::CompareAndSwap => self.compare_and_swap(store, key, blind, update).await,
+        }
+    }
+
+    /// Read, update and write `key` where no other process can interleave.
+    async fn replace<F, Fut, E>(
+        store: &Store,
+        key: &StoreKey,
+        blind: bool,
+        update: F,
+    ) -> Result<Outcome, E>
+    where
+        F: Fn(Option<Versioned>) -> Fut,
+        Fut: std::future::Future<Output = Result<Replacement, E>>,
+        E: UpdateError,
+    {
+        let current = if blind {
+            None
+        } else {
+            store.get_versioned(key).await?
+        };
+        let next = update(current).await?;
+        if next.removable {
+            store.delete(key).await?;
+            Ok(Outcome::Deleted)
+        } else {
+            store.put(key, Bytes::from(next.bytes)).await?;
+            Ok(Outcome::Stored)
         }
     }
 
@@ -267,7 +286,7 @@ impl Updater {
             Coordination::FileLocks { dir } => {
                 Some(FileLock::acquire(dir.clone(), key.as_str()).await?)
             }
-            Coordination::CompareAndSwap => None,
+            Coordination::CompareAndSwap | Coordination::Session => None,
         };
         if let Some(expected) = expected_etag {
             let current = store.head(key).await?.and_then(|m| m.version.e_tag);

@@ -1,0 +1,80 @@
+//! Writes to a versioned store as transactions: a copy of the store in
+//! which one branch of one Icechunk repository reads and writes an
+//! uncommitted session, and the commit that publishes it.
+
+use std::sync::Arc;
+
+use super::icechunk_repo::DEFAULT_BRANCH;
+use super::icechunk_session::Transaction;
+use super::update::{Coordination, Updater};
+use super::{Store, StoreError, StoreKey};
+
+/// A transaction in progress: the store to write through, the commit to
+/// make, and the paths (`name@branch`, and `name` for `main`) whose cached
+/// contents the commit makes stale.
+pub struct Pending {
+    pub store: Store,
+    pub transaction: Transaction,
+    pub roots: Vec<StoreKey>,
+}
+
+impl Store {
+    /// A transaction for a write at `key`, when `key` lies in a branch of an
+    /// Icechunk repository (a mount addressed `name@branch` or `name`, or the
+    /// root). `None` for every other store, which writes directly.
+    pub async fn begin(&self, key: &StoreKey) -> Result<Option<Pending>, StoreError> {
+        if let Some(repo) = &self.repo {
+            if !self.commits {
+                return Err(refused(self));
+            }
+            let (session, transaction) = repo.begin(DEFAULT_BRANCH).await?;
+            let mut store = self.clone();
+            store.inner = Arc::new(session);
+            store.read_only = false;
+            store.updater = Arc::new(Updater::new(Coordination::Session));
+            return Ok(Some(Pending {
+                store,
+                transaction,
+                roots: vec![StoreKey::root()],
+            }));
+        }
+        let Some((name, version, _)) = self.mount_parts(key) else {
+            return Ok(None);
+        };
+        let Some(index) = self.mounts.iter().position(|(n, _)| n == name) else {
+            return Ok(None);
+        };
+        let mount = &self.mounts[index].1;
+        let Some(repo) = &mount.repo else {
+            return Ok(None);
+        };
+        if !mount.commits {
+            return Err(refused(mount));
+        }
+        let branch = version.unwrap_or(DEFAULT_BRANCH);
+        let (session, transaction) = repo.begin(branch).await?;
+        let mut written = mount.clone();
+        written.inner = Arc::new(session);
+        written.read_only = false;
+        written.updater = Arc::new(Updater::new(Coordination::Session));
+        let mut mounts = (*self.mounts).clone();
+        mounts[index].1 = written;
+        let mut store = self.clone();
+        store.mounts = Arc::new(mounts);
+        let mut roots = vec![StoreKey::new(&format!("{name}@{branch}"))?];
+        if branch == DEFAULT_BRANCH {
+            roots.push(StoreKey::new(name)?);
+        }
+        Ok(Some(Pending {
+            store,
+            transaction,
+            roots,
+        }))
+    }
+}
+
+fn refused(store: &Store) -> StoreError {
+    StoreError::ReadOnly {
+        what: store.description.clone(),
+    }
+}
