@@ -14,7 +14,9 @@ nginx), peers (Tiled, xpublish, HSDS), memory (peak RSS against
 writes vs zarr-python on local files), viewport (a browser viewer's 64
 tiles, raw from shards vs nginx and as REST slices vs Tiled), growth (time
 against selection size, requests/s against connections, plotted), scaleout
-(1-3 replicas behind HAProxy, round robin vs hashing by array).
+(1-3 replicas behind HAProxy, round robin vs hashing by array), virtual
+(a NetCDF file's kerchunk and VirtualiZarr references and Icechunk
+repositories vs the same array as plain Zarr, and vs xarray in-process).
 """
 
 import argparse
@@ -36,6 +38,7 @@ import measure
 import report
 import scaleout
 import viewport
+import virtual
 from common import (mb, read_tensorstore, read_zarr_python, select_param, static_slice,
                     timed_checked, zarrd_slice)
 from procs import OUT, HSDS_USER, Hsds, Nginx, Tiled, Xpublish, Zarrd, available
@@ -493,7 +496,8 @@ def section_writes(ctx):
 
 SECTIONS = {"raw": section_raw, "clients": section_clients, "slicing": section_slicing,
             "peers": section_peers, "memory": section_memory, "writes": section_writes,
-            "viewport": viewport.section, "growth": growth.section, "scaleout": scaleout.section}
+            "viewport": viewport.section, "growth": growth.section, "scaleout": scaleout.section,
+            "virtual": virtual.section}
 
 
 def main():

@@ -251,6 +251,31 @@ def scaleout_tables(sec):
     return lines
 
 
+def virtual_tables(sec):
+    c = sec["chunk"]
+    lines = [f"The same array in {c} x {c} chunks, 4-byte shuffle + zlib 1 in every form: plain Zarr v2 (the anchor), "
+             "a NetCDF4 file, kerchunk JSON and VirtualiZarr Parquet references to it (`references` mounts), an "
+             "Icechunk repository of native chunks and one whose chunks are the NetCDF file's (`icechunk` mounts). "
+             "zarrd: one `/api/v1/data/{store}/t?select=...&format=npy`, cold (`--cache-size 0`) and warm (the same "
+             "request just before). xarray reads the NetCDF file in-process (netcdf4 engine): opened inside each "
+             "read (cold column) or once beforehand (warm column). vs plain Zarr: the anchor's seconds over the "
+             "contender's in the same column; below 1, slower than plain Zarr through zarrd.", "",
+             "| selection | MB | store | cold s | warm s | cold vs plain Zarr | warm vs plain Zarr |",
+             "|---|---|---|---|---|---|---|"]
+    forms = [(store, f"{store} cold", f"{store} warm") for store in sec["stores"]]
+    forms.append(("xarray in-process", "xarray, opened per read", "xarray, opened once"))
+    for row in sec["rows"]:
+        anchor = {"cold": row.get("plain Zarr cold"), "warm": row.get("plain Zarr warm")}
+        for label, *names in forms:
+            cells, rel = [], []
+            for state, name in zip(("cold", "warm"), names):
+                res = row.get(name)
+                cells.append(fmt(res["seconds"], digits=4) if res else "-")
+                rel.append(speed(res["seconds"], anchor[state]["seconds"]) if res and anchor[state] else "-")
+            lines.append(f"| {row['selection']} | {row['mb']:.1f} | {label} | " + " | ".join(cells + rel) + " |")
+    return lines
+
+
 def writes_table(sec):
     lines = [f"{sec['regions_per_run']} regions per run, float32 4096 x 4096, 512 x 512 chunks, zstd 1. "
              "zarr-python writes the same regions to local files from the same number of threads, "
@@ -272,6 +297,7 @@ TITLES = {
     "viewport": ("7. A tiled viewer: 64 tiles of one view, 16 in flight", viewport_tables),
     "growth": ("8. How cost grows: selection size and connections", growth_lines),
     "scaleout": ("9. Replicas behind HAProxy: round robin vs hashing by array", scaleout_tables),
+    "virtual": ("10. Reference sets and Icechunk vs plain Zarr, and xarray on the NetCDF file", virtual_tables),
 }
 
 

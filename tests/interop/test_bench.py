@@ -1,8 +1,9 @@
 """The benchmark harness itself runs: a small corpus, the sections that need
 no peers installed (server-side slices against TensorStore and zarr-python,
 memory, region writes, the tiled viewer, how cost grows, replicas behind
-HAProxy), every answer checked against the array, and a report with every
-table and the growth plot. Contenders that are not installed (nginx, wrk,
+HAProxy, reference sets and Icechunk repositories against plain Zarr), every
+answer checked against the array, and a report with every table and the
+growth plot. Contenders that are not installed (nginx, wrk,
 Tiled in CI) are left out of their sections. Speed is not asserted
 (bench/run measures it)."""
 
@@ -28,7 +29,8 @@ def test_bench_harness_runs_and_reports(tmp_path):
     env = {**os.environ, "ZARRD_BENCH_OUT": str(tmp_path / "work")}
     result = subprocess.run([sys.executable, BENCH, "--size", "512", "--reps", "1", "--seconds", "1",
                              "--cache-size", "64MiB", "--replicas", "1,2",
-                             "--only", "slicing,memory,writes,viewport,growth,scaleout", "--results", str(tmp_path)],
+                             "--only", "slicing,memory,writes,viewport,growth,scaleout,virtual",
+                             "--results", str(tmp_path)],
                             capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     results = json.loads((tmp_path / "results.json").read_text())
@@ -86,8 +88,20 @@ def test_bench_harness_runs_and_reports(tmp_path):
     else:
         assert scale["skipped"]
 
+    # The same array through references and Icechunk (native and virtual chunks) against plain Zarr,
+    # cold and warm, and xarray on the NetCDF file.
+    virtual = results["sections"]["virtual"]
+    assert virtual["chunk"] == 512
+    stores = ["plain Zarr", "references", "references (Parquet)", "Icechunk", "Icechunk virtual"]
+    assert list(virtual["stores"]) == stores
+    assert [(r["selection"], r["shape"]) for r in virtual["rows"]] == [("window", [512, 512]), ("whole", [512, 512])]
+    for row in virtual["rows"]:
+        for who in [f"{s} {state}" for s in stores for state in ("cold", "warm")] + [
+                "xarray, opened per read", "xarray, opened once"]:
+            assert row[who]["seconds"]["median"] > 0, who
+
     report = (tmp_path / "results.md").read_text()
     for title in ("Server-side slices", "Memory", "Region writes", "A tiled viewer", "How cost grows",
-                  "Replicas behind HAProxy", "Profiles"):
+                  "Replicas behind HAProxy", "Reference sets and Icechunk vs plain Zarr", "Profiles"):
         assert title in report
     assert f"]({growth['plot']})" in report
