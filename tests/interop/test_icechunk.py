@@ -15,7 +15,8 @@ icechunk-python's branches, tags and ancestry; caching headers follow the
 ref (immutable at a snapshot id only) and a commit made while the server
 runs is seen at the branch and not at the old snapshot. A repository on S3
 (moto) is read the same way; bad refs, writes and mounts that are not
-repositories are refused with clear errors."""
+repositories are refused with clear errors (REST writes, which are
+commits, are proven in test_icechunk_writes.py)."""
 
 import datetime
 import io
@@ -347,6 +348,7 @@ def world(tmp_path_factory):
         f"repo = {{ icechunk = {toml_string(built.path)}, virtual_chunks = [{toml_string(built.prefix)}] }}\n"
         f"byurl = {{ icechunk = {toml_string('file://' + str(built.path))}, virtual_chunks = [{toml_string(built.prefix)}] }}\n"
         f"nov = {{ icechunk = {toml_string(built.path)} }}\n"
+        f"ro = {{ icechunk = {toml_string(built.path)}, read_only = true }}\n"
         f"plain = {toml_string(plain)}\n"
     )
     # Anonymous writes allowed, so a refused write is the repository's refusal.
@@ -877,6 +879,9 @@ def test_at_on_a_mount_that_is_not_a_repository(world):
 
 
 def test_writes_are_refused_read_only(world):
+    """Raw keys are never written (that would bypass Icechunk's
+    transactions); a `read_only` mount refuses REST writes too. REST writes
+    to a writable mount are commits: test_icechunk_writes.py."""
     repo = world.repo
     tips = {b: repo.lookup_branch(b) for b in repo.list_branches()}
     key = "raw/counts/c/0/0"
@@ -886,7 +891,10 @@ def test_writes_are_refused_read_only(world):
         ("PUT", f"/zarr/repo@main/{key}", b"\0" * 1200, "application/octet-stream"),
         ("PUT", "/zarr/repo/new/zarr.json", b'{"zarr_format": 3, "node_type": "group"}', "application/json"),
         ("DELETE", f"/zarr/repo/{key}", None, None),
-        ("PUT", "/api/v1/data/repo/raw/counts?select=0,0", np.int32(5).tobytes(), "application/octet-stream"),
+        ("PUT", "/api/v1/data/ro/raw/counts?select=0,0", np.int32(5).tobytes(), "application/octet-stream"),
+        ("PUT", "/api/v1/data/ro@main/raw/counts?select=0,0", np.int32(5).tobytes(), "application/octet-stream"),
+        ("PATCH", "/api/v1/meta/ro/raw/counts", b'{"attributes": {"x": 1}}', "application/json"),
+        ("DELETE", "/api/v1/meta/ro/raw/counts", None, None),
     ):
         headers = {"Content-Type": ctype} if ctype else {}
         status, h, answer = call(method, world.url + target, headers, body)
@@ -894,7 +902,8 @@ def test_writes_are_refused_read_only(world):
         assert h["Content-Type"].startswith("application/json"), (method, target)
         err = error_of(answer)
         assert err["code"] == "read_only", (method, target, err)
-        assert "transactions" in err["message"], (method, target, err)
+        if target.startswith("/zarr/"):
+            assert "transactions" in err["message"], (method, target, err)
     assert call("GET", f"{world.url}/zarr/repo/{key}")[2] == before
     assert call("GET", f"{world.url}/zarr/repo/new/zarr.json")[0] == 404
     assert {b: repo.lookup_branch(b) for b in repo.list_branches()} == tips
