@@ -67,6 +67,15 @@ impl Service {
     /// Create a group or an array at `path`, replacing what is there (and
     /// everything below it) when `overwrite`.
     pub async fn create(&self, path: &StoreKey, node: NodeCreate, overwrite: bool) -> Result<()> {
+        let format = match &node {
+            NodeCreate::Group { zarr_format, .. } => *zarr_format,
+            NodeCreate::Array(spec) => spec.zarr_format,
+        };
+        if format != 3 && self.store.is_versioned(path) {
+            return Err(spec_error(format!(
+                "'{path}' is in an Icechunk repository, which holds Zarr v3 only: create it with zarr_format 3"
+            )));
+        }
         let h = &self.hierarchy;
         let result = match node {
             NodeCreate::Group {

@@ -223,6 +223,11 @@ impl Repo {
         &self.repo
     }
 
+    /// Where the repository lives, as configured.
+    pub(super) fn source(&self) -> &str {
+        &self.source
+    }
+
     /// The turn of `branch`'s writers in this server.
     pub(super) fn branch_turn(&self, branch: &str) -> Arc<tokio::sync::Mutex<()>> {
         let mut turns = self.turns.lock().unwrap_or_else(|e| e.into_inner());

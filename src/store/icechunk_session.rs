@@ -87,7 +87,8 @@ impl Repo {
             return Err(match self.resolve(reference).await {
                 Ok(_) => StoreError::ReadOnly {
                     what: format!(
-                        "{self} at '{reference}' (a tag or a snapshot; only branches take writes)"
+                        "icechunk+{} at '{reference}' (a tag or a snapshot; only branches take writes)",
+                        self.source()
                     ),
                 },
                 Err(e) => StoreError::from_backend(&super::StoreKey::root(), e),

@@ -73,6 +73,19 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Whether `key` lies in an Icechunk repository (which holds Zarr v3
+    /// only).
+    pub fn is_versioned(&self, key: &StoreKey) -> bool {
+        if self.repo.is_some() {
+            return true;
+        }
+        self.mount_parts(key)
+            .and_then(|(name, _, _)| self.mounts.iter().find(|(n, _)| n == name))
+            .is_some_and(|(_, mount)| mount.repo.is_some())
+    }
+}
+
 fn refused(store: &Store) -> StoreError {
     StoreError::ReadOnly {
         what: store.description.clone(),
