@@ -22,6 +22,22 @@ pub enum ConfigError {
     },
 }
 
+/// A value that must be sent as an HTTP header as given: visible ASCII.
+fn header_value(
+    option: &'static str,
+    value: Option<String>,
+) -> Result<Option<String>, ConfigError> {
+    match value {
+        Some(v) if v.trim().is_empty() || !v.chars().all(|c| c == ' ' || c.is_ascii_graphic()) => {
+            Err(invalid(
+                option,
+                format!("'{v}' is not a header value (visible ASCII, not empty)"),
+            ))
+        }
+        other => Ok(other.map(|v| v.trim().to_string())),
+    }
+}
+
 fn invalid(option: &'static str, reason: impl Into<String>) -> ConfigError {
     ConfigError::Invalid {
         option,
@@ -186,6 +202,17 @@ pub struct ServeArgs {
     /// copy built into the binary, read on every request (for working on the viewer)
     #[arg(long, env = "ZARRD_VIEWER_DIR")]
     pub viewer_dir: Option<std::path::PathBuf>,
+    /// Serve a Zarr v3 group's zarr.json that stores no consolidated_metadata
+    /// with it added, describing the hierarchy below (`=false` serves stored bytes) [default: true]
+    // A value only as `--consolidated-v3=false`, so a bare flag never takes
+    // the ROOT that follows it.
+    #[arg(long, env = "ZARRD_CONSOLIDATED_V3", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub consolidated_v3: Option<bool>,
+    /// Cache-Control of stored values under /zarr/ (mounts may set their
+    /// own), e.g. "public, max-age=600"; values read at an Icechunk
+    /// snapshot id are always immutable [default: no-cache]
+    #[arg(long, env = "ZARRD_CACHE_CONTROL")]
+    pub cache_control: Option<String>,
     /// `[cors]` in the file (origins also from --cors-origins).
     #[arg(skip)]
     pub cors: Cors,
@@ -257,6 +284,8 @@ impl ServeArgs {
             body_timeout: self.body_timeout.or(file.body_timeout),
             max_image_pixels: self.max_image_pixels.or(file.max_image_pixels),
             viewer_dir: self.viewer_dir.or(file.viewer_dir),
+            consolidated_v3: self.consolidated_v3.or(file.consolidated_v3),
+            cache_control: self.cache_control.or(file.cache_control),
             reference_targets: self.reference_targets.or(file.reference_targets),
             cors: file.cors,
             mounts: file.mounts,
@@ -288,7 +317,7 @@ fn seconds(
 /// A mount in the config file: a URL, `{ url = "...", read_only = true }`,
 /// `{ references = "...", targets = [...] }`, or `{ icechunk = "...",
 /// virtual_chunks = [...], read_only = true }` (writes to its branches
-/// become commits unless read-only).
+/// become commits unless read-only); each table may set `cache_control`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(untagged)]
 pub enum MountSpec {
@@ -297,11 +326,13 @@ pub enum MountSpec {
         url: String,
         #[serde(default)]
         read_only: bool,
+        cache_control: Option<String>,
     },
     References {
         references: String,
         #[serde(default)]
         targets: Vec<String>,
+        cache_control: Option<String>,
     },
     Icechunk {
         icechunk: String,
@@ -310,6 +341,7 @@ pub enum MountSpec {
         virtual_chunks: Vec<String>,
         #[serde(default)]
         read_only: bool,
+        cache_control: Option<String>,
     },
 }
 
@@ -360,6 +392,8 @@ pub struct Mount {
     pub name: String,
     pub source: Source,
     pub read_only: bool,
+    /// Cache-Control of its stored values; `None`: the root's.
+    pub cache_control: Option<String>,
 }
 
 /// Cross-origin access for browsers (`[cors]` in the config file).
@@ -443,6 +477,10 @@ pub struct Config {
     pub max_image_pixels: u64,
     /// Where the viewer's page files are read from, when not the built-in copy.
     pub viewer_dir: Option<std::path::PathBuf>,
+    /// v3 groups' `zarr.json` served with consolidated metadata added.
+    pub consolidated_v3: bool,
+    /// Cache-Control of stored values at the root (and mounts without one).
+    pub cache_control: String,
     pub cors: Cors,
     /// Stores mounted under top-level names.
     pub mounts: Vec<Mount>,
@@ -474,6 +512,8 @@ impl Default for Config {
             body_timeout: Duration::from_secs(30),
             max_image_pixels: 1 << 24,
             viewer_dir: None,
+            consolidated_v3: true,
+            cache_control: "no-cache".into(),
             cors: Cors::default(),
             mounts: Vec::new(),
             reference_targets: Vec::new(),
@@ -532,6 +572,9 @@ impl Config {
             body_timeout: seconds("body_timeout", o.body_timeout, d.body_timeout, false)?,
             max_image_pixels: o.max_image_pixels.unwrap_or(d.max_image_pixels),
             viewer_dir: o.viewer_dir,
+            consolidated_v3: o.consolidated_v3.unwrap_or(d.consolidated_v3),
+            cache_control: header_value("cache_control", o.cache_control)?
+                .unwrap_or(d.cache_control),
             cors: Cors {
                 origins: o.cors_origins.unwrap_or(o.cors.origins),
                 ..o.cors
@@ -540,38 +583,47 @@ impl Config {
                 .mounts
                 .into_iter()
                 .map(|(name, spec)| {
-                    let (source, read_only) = match spec {
-                        MountSpec::Url(url) => (Source::Store(url), false),
-                        MountSpec::Full { url, read_only } => (Source::Store(url), read_only),
+                    let (source, read_only, cache_control) = match spec {
+                        MountSpec::Url(url) => (Source::Store(url), false, None),
+                        MountSpec::Full {
+                            url,
+                            read_only,
+                            cache_control,
+                        } => (Source::Store(url), read_only, cache_control),
                         MountSpec::References {
                             references,
                             targets,
+                            cache_control,
                         } => (
                             Source::References {
                                 url: references,
                                 targets,
                             },
                             true,
+                            cache_control,
                         ),
                         MountSpec::Icechunk {
                             icechunk,
                             virtual_chunks,
                             read_only,
+                            cache_control,
                         } => (
                             Source::Icechunk {
                                 url: icechunk,
                                 virtual_chunks,
                             },
                             read_only,
+                            cache_control,
                         ),
                     };
-                    Mount {
+                    Ok(Mount {
                         name,
                         source,
                         read_only,
-                    }
+                        cache_control: header_value("mounts.cache_control", cache_control)?,
+                    })
                 })
-                .collect(),
+                .collect::<Result<_, ConfigError>>()?,
             reference_targets: o.reference_targets.unwrap_or_default(),
         })
     }
@@ -642,6 +694,7 @@ mod tests {
             name: name.into(),
             source,
             read_only,
+            cache_control: None,
         };
         assert_eq!(
             c.mounts,
@@ -674,6 +727,20 @@ mod tests {
                 mount("scratch", Source::Store("file:///tmp/x".into()), true),
             ]
         );
+        std::fs::write(&path, "cache_control = \"public, max-age=60\"\n[mounts]\na = { url = \"memory://\", cache_control = \"max-age=5\" }\n").unwrap();
+        let c = Config::resolve(ServeArgs {
+            config: Some(path.clone()),
+            ..Default::default()
+        })
+        .unwrap();
+        assert_eq!(c.cache_control, "public, max-age=60");
+        assert_eq!(c.mounts[0].cache_control.as_deref(), Some("max-age=5"));
+        let bad = Config::resolve(ServeArgs {
+            cache_control: Some("max-age=\u{7f}1".into()),
+            ..Default::default()
+        })
+        .unwrap_err();
+        assert!(bad.to_string().starts_with("cache_control:"), "{bad}");
         assert_eq!(
             Source::root("/data/refs.JSON", &[]),
             Source::References {

@@ -746,3 +746,94 @@ async fn cors_origins_are_configurable() {
     let (_, h, _) = get(&app, "/healthz", &[("origin", "https://elsewhere.example")]).await;
     assert_eq!(hdr(&h, "access-control-allow-origin"), "");
 }
+
+#[tokio::test]
+async fn stored_values_carry_the_cache_control_of_their_mount() {
+    let (store, _) = fixture().await;
+    let archive = Store::memory();
+    archive
+        .put(
+            &StoreKey::new("zarr.json").unwrap(),
+            Bytes::from_static(br#"{"zarr_format":3,"node_type":"group"}"#),
+        )
+        .await
+        .unwrap();
+    let mounted = Store::with_mounts(store, vec![("archive".into(), archive, true)]).unwrap();
+    let mount = zarrd::config::Mount {
+        name: "archive".into(),
+        source: zarrd::config::Source::Store("memory://".into()),
+        read_only: true,
+        cache_control: Some("public, max-age=31536000, immutable".into()),
+    };
+    let default = app_with(
+        mounted.clone(),
+        Config {
+            mounts: vec![mount.clone()],
+            ..Config::default()
+        },
+    )
+    .await;
+    let (status, h, _) = get(&default, "/zarr/g/a/zarr.json", &[]).await;
+    assert_eq!(
+        (status, hdr(&h, "cache-control")),
+        (StatusCode::OK, "no-cache"),
+        "revalidate by default"
+    );
+    let (status, h, _) = get(&default, "/zarr/archive/zarr.json", &[]).await;
+    assert_eq!(
+        (status, hdr(&h, "cache-control")),
+        (StatusCode::OK, "public, max-age=31536000, immutable")
+    );
+    let etag = hdr(&h, "etag").to_string();
+    let (status, h, _) = get(
+        &default,
+        "/zarr/archive/zarr.json",
+        &[("If-None-Match", &etag)],
+    )
+    .await;
+    assert_eq!(
+        (status, hdr(&h, "cache-control")),
+        (
+            StatusCode::NOT_MODIFIED,
+            "public, max-age=31536000, immutable"
+        )
+    );
+
+    let config = Config {
+        cache_control: "public, max-age=600".into(),
+        mounts: vec![mount],
+        ..Config::default()
+    };
+    let app = app_with(mounted, config).await;
+    for (uri, method) in [
+        ("/zarr/g/a/zarr.json", Method::GET),
+        ("/zarr/g/a/zarr.json", Method::HEAD),
+        ("/zarr/g/", Method::GET),
+    ] {
+        let resp = send(
+            &app,
+            Request::builder()
+                .method(method.clone())
+                .uri(uri)
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await;
+        assert_eq!(
+            hdr(resp.headers(), "cache-control"),
+            "public, max-age=600",
+            "{method} {uri}"
+        );
+    }
+    let (status, h, _) = get(&app, "/zarr/g/a/zarr.json", &[("Range", "bytes=0-3")]).await;
+    assert_eq!(
+        (status, hdr(&h, "cache-control")),
+        (StatusCode::PARTIAL_CONTENT, "public, max-age=600")
+    );
+    // Errors are never kept.
+    let (status, h, _) = get(&app, "/zarr/g/nothing", &[]).await;
+    assert_eq!(
+        (status, hdr(&h, "cache-control")),
+        (StatusCode::NOT_FOUND, "no-store")
+    );
+}

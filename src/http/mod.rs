@@ -4,6 +4,7 @@
 pub mod api;
 pub mod auth;
 pub mod body;
+mod cache_control;
 pub mod error;
 pub mod extract;
 pub mod limits;
@@ -62,6 +63,8 @@ pub struct Shared {
     pub in_flight: Arc<tokio::sync::Semaphore>,
     /// Thumbnails of arrays, for the viewer's tree.
     previews: preview::Previews,
+    /// Cache-Control of stored values, per mount.
+    cache_control: cache_control::CachePolicies,
 }
 
 impl AppState {
@@ -75,7 +78,8 @@ impl AppState {
             config.cache_size,
             config.recheck_cached,
             limits,
-        );
+        )
+        .with_v3_consolidation(config.consolidated_v3);
         let in_flight = Arc::new(tokio::sync::Semaphore::new(config.max_concurrency));
         let previews = preview::Previews::new(config.recheck_cached);
         // Tokens were validated when the configuration was resolved; should
@@ -87,9 +91,11 @@ impl AppState {
             config.allow_anonymous_writes,
         )
         .unwrap_or_default();
+        let cache_control = cache_control::CachePolicies::new(&config);
         AppState(Arc::new(Shared {
             store,
             service,
+            cache_control,
             config: Arc::new(config),
             auth: Arc::new(auth),
             metrics: Arc::default(),

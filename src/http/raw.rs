@@ -182,16 +182,22 @@ pub(super) fn precondition_failed(key: &StoreKey) -> ApiError {
     )
 }
 
-/// `GET /zarr/{key}`, or a listing when the path ends with `/`.
+/// `GET /zarr/{key}`, or a listing when the path ends with `/`; with the
+/// Cache-Control of the mount that holds it.
 pub async fn get_key(
     State(state): State<AppState>,
     ApiPath(raw): ApiPath<String>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
+    let response = get_value(&state, &raw, &headers).await?;
+    Ok(state.cache_control.apply(&raw, response))
+}
+
+async fn get_value(state: &AppState, raw: &str, headers: &HeaderMap) -> ApiResult<Response> {
     if let Some(prefix) = raw.strip_suffix('/') {
-        return super::listing::list(&state, prefix, &headers).await;
+        return super::listing::list(state, prefix, headers).await;
     }
-    let key = key_of(&raw)?;
+    let key = key_of(raw)?;
     let mut ranges = headers
         .get(header::RANGE)
         .and_then(|v| v.to_str().ok())
@@ -202,7 +208,7 @@ pub async fn get_key(
             .head_value(&key)
             .await?
             .ok_or_else(|| missing(&key))?;
-        if !if_range_matches(&headers, &meta) {
+        if !if_range_matches(headers, &meta) {
             ranges = None;
         }
     }
@@ -222,8 +228,8 @@ pub async fn get_key(
                 ByteRange::Suffix(n) => StoreRange::Suffix(n),
             })
         }
-        Some(many) if wants_multipart(&headers) => {
-            match multipart(&state, &key, many, &headers).await? {
+        Some(many) if wants_multipart(headers) => {
+            match multipart(state, &key, many, headers).await? {
                 Some(answer) => return Ok(answer),
                 None => None,
             }
@@ -240,7 +246,7 @@ pub async fn get_key(
     // Preconditions are checked against the metadata of the read itself
     // (before the range, as RFC 9110 orders them); a streamed body is
     // dropped unread when they fail.
-    if let Some(answer) = preconditions(&key, &headers, &value.meta) {
+    if let Some(answer) = preconditions(&key, headers, &value.meta) {
         return answer;
     }
     let body = match value.body {
@@ -342,6 +348,12 @@ async fn multipart(
     if parts.len() > MAX_PARTS {
         return Ok(None);
     }
+    // The parts are read from the store: a value the service builds
+    // (consolidated metadata) is sent whole instead.
+    let stored = state.store.head(key).await?.map(|m| m.version.e_tag);
+    if stored != Some(meta.version.e_tag.clone()) {
+        return Ok(None);
+    }
     // A boundary the stored bytes cannot be expected to contain: a fixed
     // one would make a value that holds it ambiguous to parse.
     let boundary = {
@@ -412,18 +424,23 @@ pub async fn head_key(
     ApiPath(raw): ApiPath<String>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
+    let response = head_value(&state, &raw, &headers).await?;
+    Ok(state.cache_control.apply(&raw, response))
+}
+
+async fn head_value(state: &AppState, raw: &str, headers: &HeaderMap) -> ApiResult<Response> {
     if let Some(prefix) = raw.strip_suffix('/') {
-        let mut response = super::listing::list(&state, prefix, &headers).await?;
+        let mut response = super::listing::list(state, prefix, headers).await?;
         *response.body_mut() = Body::empty();
         return Ok(response);
     }
-    let key = key_of(&raw)?;
+    let key = key_of(raw)?;
     let meta = state
         .service
         .head_value(&key)
         .await?
         .ok_or_else(|| missing(&key))?;
-    if let Some(answer) = preconditions(&key, &headers, &meta) {
+    if let Some(answer) = preconditions(&key, headers, &meta) {
         return answer;
     }
     let mut response = Response::new(Body::empty());

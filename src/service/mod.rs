@@ -46,6 +46,8 @@ pub struct Service {
     limits: Limits,
     /// Consolidated metadata built for groups that store none.
     consolidated: consolidated::Consolidated,
+    /// Serve v3 groups' `zarr.json` with consolidated metadata added.
+    consolidate_v3: bool,
 }
 
 impl Service {
@@ -65,7 +67,15 @@ impl Service {
             cache,
             limits,
             consolidated: Default::default(),
+            consolidate_v3: true,
         }
+    }
+
+    /// Whether a v3 group's `zarr.json` that stores no consolidated
+    /// metadata is served with it (on by default).
+    pub fn with_v3_consolidation(mut self, on: bool) -> Self {
+        self.consolidate_v3 = on;
+        self
     }
 
     pub fn store(&self) -> &Store {

@@ -56,17 +56,46 @@ fn in_memory(bytes: Bytes, meta: KeyMeta, range: Option<StoreRange>) -> Got {
 }
 
 impl Service {
-    /// Size and version of the value at `key` (also of a synthesized
-    /// `.zmetadata`), `None` when missing.
+    /// Size and version of the value at `key` as served (also of
+    /// synthesized consolidated metadata), `None` when missing.
     pub async fn head_value(&self, key: &StoreKey) -> Result<Option<KeyMeta>> {
+        if self.consolidates(key) {
+            return Ok(match self.get_value(key, None).await? {
+                Got::Value(v) => Some(v.meta),
+                _ => None,
+            });
+        }
         if let Some(meta) = self.store.head(key).await? {
             return Ok(Some(meta));
         }
         Ok(self.synthesized(key).await?.map(|(_, meta)| meta))
     }
 
-    /// `range` of the value at `key`, or all of it.
+    /// `range` of the value at `key` as served, or all of it: a v3 group's
+    /// `zarr.json` may carry synthesized consolidated metadata, so its
+    /// ranges are of the served bytes.
     pub async fn get_value(&self, key: &StoreKey, range: Option<StoreRange>) -> Result<Got> {
+        if !self.consolidates(key) {
+            return self.stored_value(key, range).await;
+        }
+        match self.stored_value(key, None).await? {
+            Got::Value(Value {
+                meta,
+                body: ValueBody::Bytes(bytes),
+                ..
+            }) => {
+                let (bytes, meta) = self.with_consolidated(key, bytes, meta).await?;
+                Ok(in_memory(bytes, meta, range))
+            }
+            // Too large to be kept whole: served as stored.
+            Got::Value(v) if range.is_none() => Ok(Got::Value(v)),
+            Got::Value(_) => self.stored_value(key, range).await,
+            other => Ok(other),
+        }
+    }
+
+    /// `range` of the value the store holds at `key`, or all of it.
+    async fn stored_value(&self, key: &StoreKey, range: Option<StoreRange>) -> Result<Got> {
         let whole = range.is_none();
         if whole {
             if let Some((bytes, meta)) = self.cache.stored(&self.store, key).await? {
