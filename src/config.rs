@@ -208,6 +208,12 @@ pub struct ServeArgs {
     // the ROOT that follows it.
     #[arg(long, env = "ZARRD_CONSOLIDATED_V3", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub consolidated_v3: Option<bool>,
+    /// PEM certificate chain (leaf first): serve HTTPS, HTTP/2 and HTTP/1.1 by ALPN (needs --tls-key)
+    #[arg(long, env = "ZARRD_TLS_CERT")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key of --tls-cert (PKCS#8, PKCS#1 or SEC1)
+    #[arg(long, env = "ZARRD_TLS_KEY")]
+    pub tls_key: Option<PathBuf>,
     /// Cache-Control of stored values under /zarr/ (mounts may set their
     /// own), e.g. "public, max-age=600"; values read at an Icechunk
     /// snapshot id are always immutable [default: no-cache]
@@ -286,6 +292,8 @@ impl ServeArgs {
             viewer_dir: self.viewer_dir.or(file.viewer_dir),
             consolidated_v3: self.consolidated_v3.or(file.consolidated_v3),
             cache_control: self.cache_control.or(file.cache_control),
+            tls_cert: self.tls_cert.or(file.tls_cert),
+            tls_key: self.tls_key.or(file.tls_key),
             reference_targets: self.reference_targets.or(file.reference_targets),
             cors: file.cors,
             mounts: file.mounts,
@@ -481,6 +489,9 @@ pub struct Config {
     pub consolidated_v3: bool,
     /// Cache-Control of stored values at the root (and mounts without one).
     pub cache_control: String,
+    /// Certificate chain and key: HTTPS instead of HTTP.
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
     pub cors: Cors,
     /// Stores mounted under top-level names.
     pub mounts: Vec<Mount>,
@@ -514,6 +525,8 @@ impl Default for Config {
             viewer_dir: None,
             consolidated_v3: true,
             cache_control: "no-cache".into(),
+            tls_cert: None,
+            tls_key: None,
             cors: Cors::default(),
             mounts: Vec::new(),
             reference_targets: Vec::new(),
@@ -575,6 +588,12 @@ impl Config {
             consolidated_v3: o.consolidated_v3.unwrap_or(d.consolidated_v3),
             cache_control: header_value("cache_control", o.cache_control)?
                 .unwrap_or(d.cache_control),
+            tls_cert: o.tls_cert.clone(),
+            tls_key: match (&o.tls_cert, o.tls_key) {
+                (Some(_), Some(key)) => Some(key),
+                (None, None) => None,
+                _ => return Err(invalid("tls_cert", "--tls-cert and --tls-key go together")),
+            },
             cors: Cors {
                 origins: o.cors_origins.unwrap_or(o.cors.origins),
                 ..o.cors

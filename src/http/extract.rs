@@ -101,11 +101,13 @@ impl<S: Send + Sync> FromRequestParts<S> for CommitMessage {
 
     async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
         if let Some(value) = parts.headers.get(COMMIT_MESSAGE) {
-            return std::str::from_utf8(value.as_bytes())
-                .map(|m| CommitMessage(m.trim().to_string()))
-                .map_err(|_| {
-                    ApiError::bad_request("bad_header", "X-Zarr-Commit-Message is not UTF-8 text")
-                });
+            let message = std::str::from_utf8(value.as_bytes()).map_err(|_| {
+                ApiError::bad_request("bad_header", "X-Zarr-Commit-Message is not UTF-8 text")
+            })?;
+            // An empty message says nothing: the default says what was done.
+            if !message.trim().is_empty() {
+                return Ok(CommitMessage(message.trim().to_string()));
+            }
         }
         let target = parts
             .uri

@@ -15,6 +15,7 @@ pub mod range;
 pub mod raw;
 pub mod routes;
 mod serve;
+mod tls;
 mod versions;
 mod viewer;
 pub mod write;

@@ -2,8 +2,12 @@
 //! client that sends half a request head (or opens a connection and sends
 //! nothing) would hold its socket forever; a few hundred such clients use
 //! up the process's file descriptors. Here every connection gets a deadline
-//! for each request head, which also closes idle keep-alive connections, and
-//! SIGTERM lets in-flight requests finish.
+//! for each request head (and for its TLS handshake), which also closes
+//! idle keep-alive connections, and SIGTERM lets in-flight requests finish.
+//!
+//! Each connection speaks HTTP/1.1 or HTTP/2: over TLS as ALPN agreed, in
+//! cleartext HTTP/2 when the client opens with its preface (h2c with prior
+//! knowledge, as proxies use it).
 
 use std::future::Future;
 use std::io;
@@ -13,8 +17,8 @@ use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use hyper::server::conn::http1;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 
@@ -22,17 +26,40 @@ use super::{router, AppState};
 
 /// Serve until SIGTERM or Ctrl-C, then let in-flight requests finish.
 pub async fn serve(state: AppState) -> std::io::Result<()> {
+    let tls = match (&state.config.tls_cert, &state.config.tls_key) {
+        (Some(cert), Some(key)) => {
+            Some(super::tls::acceptor(cert, key).map_err(std::io::Error::other)?)
+        }
+        _ => None,
+    };
     let listener = tokio::net::TcpListener::bind(state.config.listen).await?;
     let addr = listener.local_addr()?;
+    let scheme = if tls.is_some() { "https" } else { "http" };
     tracing::info!(
-        "serving {} at http://{addr}/ (raw keys at /zarr/, API at /api/v1/)",
+        "serving {} at {scheme}://{addr}/ (raw keys at /zarr/, API at /api/v1/)",
         state.store.description()
     );
-    println!("zarrd listening on http://{addr}/");
+    println!("zarrd listening on {scheme}://{addr}/");
     let deadline = state.config.shutdown_timeout;
     let header_timeout = state.config.header_timeout;
     let send_timeout = state.config.body_timeout;
     let app = router(state);
+    // One builder per protocol, chosen before hyper reads a byte: its own
+    // detection of the protocol would wait for the first bytes without a
+    // deadline, and hold the connection of a client that sends nothing.
+    let mut h1 = auto::Builder::new(TokioExecutor::new()).http1_only();
+    h1.http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .keep_alive(true);
+    let mut h2 = auto::Builder::new(TokioExecutor::new()).http2_only();
+    // An idle HTTP/2 connection is pinged, and closed when the ping goes
+    // unanswered: its equivalent of the keep-alive deadline.
+    h2.http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(header_timeout)
+        .keep_alive_timeout(header_timeout);
+    let builders = std::sync::Arc::new((h1, h2));
     let graceful = GracefulShutdown::new();
     let signal = shutdown_signal();
     tokio::pin!(signal);
@@ -56,14 +83,39 @@ pub async fn serve(state: AppState) -> std::io::Result<()> {
             tracing::debug!("could not set TCP_NODELAY: {e}");
         }
         let service = TowerToHyperService::new(app.clone());
-        let connection = http1::Builder::new()
-            .timer(TokioTimer::new())
-            .header_read_timeout(header_timeout)
-            .keep_alive(true)
-            .serve_connection(TokioIo::new(Stalling::new(stream, send_timeout)), service);
-        let watched = graceful.watch(connection);
+        let (builders, watcher, tls) = (builders.clone(), graceful.watcher(), tls.clone());
         tokio::spawn(async move {
-            if let Err(e) = watched.await {
+            let served = match tls {
+                None => {
+                    let Some(h2) = cleartext_h2(&stream, header_timeout).await else {
+                        return;
+                    };
+                    let builder = if h2 { &builders.1 } else { &builders.0 };
+                    let io = TokioIo::new(Stalling::new(stream, send_timeout));
+                    watcher
+                        .watch(builder.serve_connection(io, service).into_owned())
+                        .await
+                }
+                Some(acceptor) => {
+                    let io = Stalling::new(stream, send_timeout);
+                    let stream =
+                        match tokio::time::timeout(header_timeout, acceptor.accept(io)).await {
+                            Ok(Ok(stream)) => stream,
+                            Ok(Err(e)) => return tracing::debug!("TLS handshake failed: {e}"),
+                            Err(_) => return tracing::debug!("TLS handshake timed out"),
+                        };
+                    let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
+                    let builder = if h2 { &builders.1 } else { &builders.0 };
+                    watcher
+                        .watch(
+                            builder
+                                .serve_connection(TokioIo::new(stream), service)
+                                .into_owned(),
+                        )
+                        .await
+                }
+            };
+            if let Err(e) = served {
                 tracing::debug!("connection ended: {e}");
             }
         });
@@ -77,6 +129,33 @@ pub async fn serve(state: AppState) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// The first bytes of an HTTP/2 connection with prior knowledge.
+const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// Whether a cleartext connection opens with HTTP/2's preface, from its
+/// first bytes, left unread for hyper; `None` when the client sends nothing
+/// before `wait` passes, or leaves.
+async fn cleartext_h2(stream: &tokio::net::TcpStream, wait: Duration) -> Option<bool> {
+    let mut seen = [0u8; 24];
+    let sniff = async {
+        loop {
+            let n = stream.peek(&mut seen).await.ok()?;
+            if n == 0 {
+                return None;
+            }
+            if seen[..n] != H2_PREFACE[..n] {
+                return Some(false);
+            }
+            if n == H2_PREFACE.len() {
+                return Some(true);
+            }
+            // Part of the preface has come: the rest follows within a packet or two.
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+    };
+    tokio::time::timeout(wait, sniff).await.ok().flatten()
 }
 
 async fn shutdown_signal() {

@@ -26,12 +26,13 @@ impl Service {
     pub async fn writing(&self, path: &StoreKey) -> Result<Writing<'_>> {
         let transaction = match self.store.begin(path).await? {
             Some(pending) => {
-                let service = Service::new(
+                let mut service = Service::new(
                     pending.store.clone(),
                     TRANSACTION_CACHE_BYTES,
                     Recheck::Always,
                     self.limits,
                 );
+                service.transactional = true;
                 Some((service, pending))
             }
             None => None,

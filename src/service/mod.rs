@@ -48,6 +48,8 @@ pub struct Service {
     consolidated: consolidated::Consolidated,
     /// Serve v3 groups' `zarr.json` with consolidated metadata added.
     consolidate_v3: bool,
+    /// This service writes into one transaction of a versioned store.
+    transactional: bool,
 }
 
 impl Service {
@@ -68,6 +70,7 @@ impl Service {
             limits,
             consolidated: Default::default(),
             consolidate_v3: true,
+            transactional: false,
         }
     }
 

@@ -33,7 +33,7 @@ impl Service {
     /// array strided to at most `size` points.
     pub async fn preview(&self, path: &StoreKey, size: u64) -> Result<Preview> {
         let version = self.cache.subtree_version(path);
-        let array = self.array(path).await?;
+        let array = self.array(&self.store.pin(path).await?).await?;
         let meta = array.metadata();
         let shape = &meta.shape;
         let rgb = shape.len() >= 3

@@ -77,7 +77,8 @@ impl Service {
         request: ReadRequest,
         residence: Residence,
     ) -> Result<Data> {
-        let array = self.array(path).await?;
+        // All of one answer from one commit of a versioned store.
+        let array = self.array(&self.store.pin(path).await?).await?;
         let resolved = request.selection.resolve(array.shape())?;
         let array_dtype = array.metadata().dtype.clone();
         let mut shape = resolved.shape();

@@ -15,6 +15,9 @@ use crate::zarr::{Array, ArrayBytes, ArrayMetadata, ArraySpec, NodeMetadata, Res
 /// Chunks one broadcast write may touch: a scalar body is a few bytes, so
 /// the work is bounded here rather than by the body size limit.
 const MAX_BROADCAST_CHUNKS: u64 = 1 << 20;
+/// Chunks one write in a transaction (an Icechunk commit) may touch: the
+/// branch waits for it, and its commit lists every chunk it wrote.
+const MAX_COMMIT_CHUNKS: u64 = 1 << 16;
 
 /// Array data from a client, with its shape when the encoding carries one.
 #[derive(Debug)]
@@ -149,6 +152,14 @@ impl Service {
     ) -> Result<Written> {
         let shape = selection.shape();
         let want: u64 = shape.iter().product();
+        if self.transactional {
+            let chunks = selection.chunk_count_bound(&array.read_chunk_shape());
+            if chunks > MAX_COMMIT_CHUNKS {
+                return Err(ServiceError::too_large(format!(
+                    "the selection touches up to {chunks} chunks; one commit to a versioned store may write at most {MAX_COMMIT_CHUNKS} (split the write)"
+                )));
+            }
+        }
         let have = incoming.data.len(array.elem_size().max(1)) as u64;
         let exact = match &incoming.shape {
             Some(s) => {

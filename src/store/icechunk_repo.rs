@@ -76,9 +76,9 @@ pub struct Open {
     source: String,
     /// A store per snapshot read, with the time it was written, by id.
     snapshots: moka::future::Cache<String, (Arc<icechunk::Store>, DateTime<Utc>)>,
-    /// One turn per branch: this server's transactions on a branch run one
-    /// at a time (see `icechunk_session`).
-    turns: std::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// The repository's location as a URL: mounts of one repository under
+    /// several names share their branches' turns.
+    url: String,
 }
 
 impl std::ops::Deref for Repo {
@@ -132,8 +132,15 @@ fn read_only() -> object_store::Error {
     }
 }
 
-/// Where a repository lives: a directory, `file://`, or `s3://bucket/prefix`
-/// (credentials, region and endpoint from the usual `AWS_*` variables).
+/// The folder of a bucket or container a URL names, if any.
+fn prefix_of(url: &url::Url) -> Option<String> {
+    let prefix = url.path().trim_matches('/');
+    (!prefix.is_empty()).then(|| prefix.to_string())
+}
+
+/// Where a repository lives: a directory, `file://`, `s3://bucket/prefix`
+/// (credentials, region and endpoint from the usual `AWS_*` variables),
+/// `gs://bucket/prefix` or `az://container/prefix`.
 async fn storage(location: &str) -> Result<Arc<dyn icechunk::Storage + Send + Sync>, String> {
     let url = super::references::location_url(location)?;
     match url.scheme() {
@@ -152,11 +159,10 @@ async fn storage(location: &str) -> Result<Arc<dyn icechunk::Storage + Send + Sy
             options.endpoint_url = endpoint;
             options.force_path_style =
                 env("AWS_VIRTUAL_HOSTED_STYLE_REQUEST").is_none_or(|v| v != "true");
-            let prefix = url.path().trim_matches('/');
             icechunk::new_s3_object_store_storage(
                 options,
                 url.host_str().unwrap_or_default().to_string(),
-                (!prefix.is_empty()).then(|| prefix.to_string()),
+                prefix_of(&url),
                 None,
                 Vec::new(),
                 Vec::new(),
@@ -164,8 +170,42 @@ async fn storage(location: &str) -> Result<Arc<dyn icechunk::Storage + Send + Sy
             .await
             .map_err(|e| e.to_string())
         }
+        "gs" | "gcs" => {
+            // Credentials from the usual GOOGLE_* variables.
+            icechunk::storage::new_gcs_storage(
+                url.host_str().unwrap_or_default().to_string(),
+                prefix_of(&url),
+                None,
+                None,
+                Vec::new(),
+                Vec::new(),
+            )
+            .map_err(|e| e.to_string())
+        }
+        "az" | "azure" => {
+            // Account and credentials from the usual AZURE_* variables
+            // (Azurite's account with AZURE_STORAGE_USE_EMULATOR=true).
+            let env = |k: &str| std::env::var(k).ok();
+            let account = env("AZURE_STORAGE_ACCOUNT_NAME")
+                .or_else(|| env("AZURE_STORAGE_ACCOUNT"))
+                .or_else(|| {
+                    env("AZURE_STORAGE_USE_EMULATOR")
+                        .filter(|v| v == "true")
+                        .map(|_| "devstoreaccount1".to_string())
+                })
+                .ok_or("az:// needs AZURE_STORAGE_ACCOUNT_NAME")?;
+            icechunk::storage::new_azure_blob_storage(
+                account,
+                url.host_str().unwrap_or_default().to_string(),
+                prefix_of(&url),
+                None,
+                None,
+            )
+            .await
+            .map_err(|e| e.to_string())
+        }
         other => Err(format!(
-            "Icechunk repositories are read from a directory, file:// or s3://, not {other}://"
+            "Icechunk repositories are read from a directory, file://, s3://, gs:// or az://, not {other}://"
         )),
     }
 }
@@ -215,7 +255,9 @@ impl Repo {
             repo,
             source: location.to_string(),
             snapshots: moka::future::Cache::new(OPEN_SNAPSHOTS),
-            turns: Default::default(),
+            url: super::references::location_url(location)
+                .map(|u| u.to_string())
+                .unwrap_or_else(|_| location.to_string()),
         })))
     }
 
@@ -228,10 +270,26 @@ impl Repo {
         &self.source
     }
 
-    /// The turn of `branch`'s writers in this server.
+    /// The turn of `branch`'s writers in this server, whichever mount of
+    /// the repository they write through.
     pub(super) fn branch_turn(&self, branch: &str) -> Arc<tokio::sync::Mutex<()>> {
-        let mut turns = self.turns.lock().unwrap_or_else(|e| e.into_inner());
-        turns.entry(branch.to_string()).or_default().clone()
+        /// By repository URL and branch.
+        type Turns = std::sync::Mutex<HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>>;
+        static TURNS: std::sync::LazyLock<Turns> = std::sync::LazyLock::new(Default::default);
+        let mut turns = TURNS.lock().unwrap_or_else(|e| e.into_inner());
+        turns
+            .entry((self.url.clone(), branch.to_string()))
+            .or_default()
+            .clone()
+    }
+
+    /// The id of the snapshot `reference` points at now.
+    pub(super) async fn snapshot_of(&self, reference: &str) -> Result<String, StoreError> {
+        let (id, _) = self
+            .resolve(reference)
+            .await
+            .map_err(|e| StoreError::from_backend(&super::StoreKey::root(), e))?;
+        Ok(id.to_string())
     }
 
     /// The snapshot a ref names: a branch's tip, a tag's snapshot, or a
@@ -240,16 +298,18 @@ impl Repo {
         &self,
         reference: &str,
     ) -> object_store::Result<(SnapshotId, bool)> {
+        // A snapshot id first: a branch given the same name must not take
+        // over a URL that promises never to change.
+        if let Ok(id) = SnapshotId::try_from(reference) {
+            if self.repo.lookup_snapshot(&id).await.is_ok() {
+                return Ok((id, true));
+            }
+        }
         if let Ok(id) = self.repo.lookup_branch(reference).await {
             return Ok((id, false));
         }
         if let Ok(id) = self.repo.lookup_tag(reference).await {
             return Ok((id, false));
-        }
-        if let Ok(id) = SnapshotId::try_from(reference) {
-            if self.repo.lookup_snapshot(&id).await.is_ok() {
-                return Ok((id, true));
-            }
         }
         Err(object_store::Error::Generic {
             store: "icechunk",
@@ -621,7 +681,13 @@ pub(super) async fn list_all_at(
     location: &str,
     key: &str,
 ) -> object_store::Result<Vec<ObjectMeta>> {
-    let base = &location[..location.len() - key.len()];
+    // The store path of a key: `location`'s version folder (if any) and
+    // the key; `location` ends where `key` does.
+    let base = if key.is_empty() && !location.is_empty() {
+        format!("{location}/")
+    } else {
+        location[..location.len() - key.len()].to_string()
+    };
     let keys: Vec<String> = store
         .list_prefix(if key.is_empty() { "/" } else { key })
         .await

@@ -334,3 +334,80 @@ async fn a_commit_rebases_over_other_writers_or_names_the_conflict() {
     );
     assert_eq!(value(&s, "repo@dev/a/c/0").await, Some(vec![8, 8]));
 }
+
+#[tokio::test]
+async fn reads_pin_a_ref_to_its_snapshot_and_versions_are_named_with_at() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = repository(dir.path()).await;
+    let s = writable(dir.path()).await;
+    assert_eq!(
+        s.pin(&key("repo@v1/a")).await.unwrap(),
+        key(&format!("repo@{first}/a"))
+    );
+    assert_eq!(
+        s.pin(&key("repo@dev")).await.unwrap(),
+        key(&format!("repo@{first}"))
+    );
+    let main = s.pin(&key("repo/a/c/0")).await.unwrap();
+    assert_ne!(main, key("repo/a/c/0"));
+    assert_eq!(value(&s, main.as_str()).await, Some(vec![9, 9]));
+    assert_eq!(
+        s.pin(&key("elsewhere/a")).await.unwrap(),
+        key("elsewhere/a")
+    );
+    assert!(matches!(
+        s.pin(&key("repo@nope/a")).await,
+        Err(StoreError::UnknownVersion(_))
+    ));
+    for bad in [
+        "repo@/a/c/0",
+        "repo/__version/dev/a/c/0",
+        "repo@main/__zarrd/x",
+    ] {
+        let err = s.get(&key(bad)).await.unwrap_err();
+        assert!(matches!(err, StoreError::InvalidKey { .. }), "{bad}: {err}");
+    }
+    // A whole version lists under its own name.
+    let sizes = s.list_sizes(&key("repo@v1")).await.unwrap();
+    let names: Vec<&str> = sizes.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        names,
+        ["repo@v1/zarr.json", "repo@v1/a/zarr.json", "repo@v1/a/c/0"]
+    );
+}
+
+#[tokio::test]
+async fn mounts_of_one_repository_take_turns_on_a_branch() {
+    let dir = tempfile::tempdir().unwrap();
+    repository(dir.path()).await;
+    let a = Store::icechunk(dir.path().to_str().unwrap(), &[])
+        .await
+        .unwrap();
+    let b = Store::icechunk(&format!("file://{}", dir.path().display()), &[])
+        .await
+        .unwrap();
+    let s = Store::with_mounts(
+        Store::memory(),
+        vec![("a".into(), a, false), ("b".into(), b, false)],
+    )
+    .unwrap();
+    let first = s.begin(&key("a@dev/a")).await.unwrap().unwrap();
+    let waiting = tokio::time::timeout(
+        std::time::Duration::from_millis(200),
+        s.begin(&key("b@dev/a")),
+    )
+    .await;
+    assert!(
+        waiting.is_err(),
+        "the other mount's writer waits for its turn"
+    );
+    assert!(
+        s.begin(&key("b@main/a")).await.unwrap().is_some(),
+        "another branch does not"
+    );
+    // Deleting a branch's whole tree in a transaction empties it.
+    first.store.delete_prefix(&key("a@dev")).await.unwrap();
+    first.transaction.commit("empty").await.unwrap().unwrap();
+    assert!(s.list_sizes(&key("a@dev")).await.unwrap().is_empty());
+    assert!(s.begin(&key("b@dev/a")).await.unwrap().is_some());
+}

@@ -71,6 +71,11 @@ pub struct Transaction {
     _turn: OwnedMutexGuard<()>,
 }
 
+/// A key of another version than the transaction's branch.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct OtherVersion(String);
+
 /// A Zarr v2 document, which Icechunk cannot hold.
 #[derive(Debug, thiserror::Error)]
 #[error(
@@ -182,10 +187,13 @@ impl SessionStore {
         };
         let (reference, key) = rest.split_once('/').unwrap_or((rest, ""));
         if reference != self.0.branch {
-            return Err(repo::generic(format!(
-                "a transaction on branch '{}' cannot reach '{location}'",
-                self.0.branch
-            )));
+            return Err(object_store::Error::Generic {
+                store: "icechunk",
+                source: Box::new(OtherVersion(format!(
+                    "this write goes to branch '{}', and '{reference}' is another version (at the root, writes go to branch main)",
+                    self.0.branch
+                ))),
+            });
         }
         Ok(key)
     }

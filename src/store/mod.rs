@@ -183,6 +183,14 @@ impl StoreError {
                 StoreError::UnknownVersion(source.to_string())
             }
             object_store::Error::Generic { source, .. }
+                if source.is::<icechunk_session::OtherVersion>() =>
+            {
+                StoreError::InvalidKey {
+                    key,
+                    reason: source.to_string(),
+                }
+            }
+            object_store::Error::Generic { source, .. }
                 if source.is::<icechunk_session::V3Only>() =>
             {
                 StoreError::InvalidKey {
@@ -581,13 +589,49 @@ impl Store {
         key: &'a StoreKey,
     ) -> Result<(&'a Store, Cow<'a, StoreKey>), StoreError> {
         reserved(key)?;
+        self.versions_named_right(key)?;
         match self.mount_for(key) {
             Some((mount, inner)) => {
-                reserved(&inner)?;
+                reserved(&StoreKey::new(icechunk_repo::zarr_key(inner.as_str()))?)?;
                 Ok((mount, Cow::Owned(inner)))
             }
             None => Ok((self, Cow::Borrowed(key))),
         }
+    }
+
+    /// In an Icechunk mount, a version is named after `@`, never empty,
+    /// and never as the folder the store keeps versions in.
+    fn versions_named_right(&self, key: &StoreKey) -> Result<(), StoreError> {
+        let bad = |reason: &str| {
+            Err(StoreError::InvalidKey {
+                key: key.to_string(),
+                reason: reason.to_string(),
+            })
+        };
+        let first = key.as_str().split('/').next().unwrap_or_default();
+        if let Some(name) = first.strip_suffix('@') {
+            if self
+                .mounts
+                .iter()
+                .any(|(n, m)| n == name && m.repo.is_some())
+            {
+                return bad("the version after '@' is empty");
+            }
+        }
+        let versioned = match self.mount_parts(key) {
+            Some((name, _, rest)) => self
+                .mounts
+                .iter()
+                .any(|(n, m)| n == name && m.repo.is_some())
+                .then_some(rest),
+            None => None,
+        };
+        if versioned
+            .is_some_and(|rest| rest.split('/').next() == Some(icechunk_repo::VERSION_FOLDER))
+        {
+            return bad("versions are named as {mount}@{branch, tag or snapshot id}");
+        }
+        Ok(())
     }
 
     fn path(&self, key: &StoreKey) -> Path {

@@ -1,6 +1,8 @@
-//! Writes to a versioned store as transactions: a copy of the store in
-//! which one branch of one Icechunk repository reads and writes an
-//! uncommitted session, and the commit that publishes it.
+//! Versioned stores (Icechunk repositories) seen from the rest of the
+//! server. Writes are transactions: a copy of the store in which one branch
+//! reads and writes an uncommitted session, and the commit that publishes
+//! it. Reads of many keys pin the branch or tag to the snapshot it points
+//! at, so that they all come from one commit.
 
 use std::sync::Arc;
 
@@ -74,6 +76,40 @@ impl Store {
 }
 
 impl Store {
+    /// `key` with the branch or tag it reads in an Icechunk repository
+    /// replaced by the snapshot that ref points at now (`name@ref/...`
+    /// becomes `name@{id}/...`; at a repository ROOT, `__version/{id}/...`),
+    /// so that reading many keys below it sees one commit, not the ones a
+    /// writer makes meanwhile. Any other key as it is.
+    pub async fn pin(&self, key: &StoreKey) -> Result<StoreKey, StoreError> {
+        if let Some(repo) = &self.repo {
+            let id = repo.snapshot_of(DEFAULT_BRANCH).await?;
+            let base = format!("{}/{id}", super::icechunk_repo::VERSION_FOLDER);
+            return StoreKey::new(&if key.is_root() {
+                base
+            } else {
+                format!("{base}/{key}")
+            });
+        }
+        let Some((name, version, rest)) = self.mount_parts(key) else {
+            return Ok(key.clone());
+        };
+        let Some(repo) = self
+            .mounts
+            .iter()
+            .find(|(n, _)| n == name)
+            .and_then(|(_, m)| m.repo.as_ref())
+        else {
+            return Ok(key.clone());
+        };
+        let id = repo.snapshot_of(version.unwrap_or(DEFAULT_BRANCH)).await?;
+        StoreKey::new(&if rest.is_empty() {
+            format!("{name}@{id}")
+        } else {
+            format!("{name}@{id}/{rest}")
+        })
+    }
+
     /// Whether `key` lies in an Icechunk repository (which holds Zarr v3
     /// only).
     pub fn is_versioned(&self, key: &StoreKey) -> bool {

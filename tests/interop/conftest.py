@@ -59,11 +59,11 @@ def start_zarrd(*args, env=None):
         env={**os.environ, **(env or {})},
     )
     line = proc.stdout.readline()
-    match = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+    match = re.search(r"(https?)://127\.0\.0\.1:(\d+)/", line)
     if not match:
         proc.kill()
         raise RuntimeError(f"zarrd did not start: {line!r}")
-    return f"http://127.0.0.1:{match.group(1)}", proc
+    return f"{match.group(1)}://127.0.0.1:{match.group(2)}", proc
 
 
 def stop(proc):

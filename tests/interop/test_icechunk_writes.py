@@ -16,7 +16,8 @@ the repository back with icechunk-python:
   commit each, with the expected nodes, values and attributes; a patch that
   changes nothing makes no commit;
 - 8 concurrent writers on one branch lose no acknowledged write, through
-  one zarrd (the repository in a directory or on S3, moto) and through two
+  one zarrd (the repository in a directory, on S3 (moto) or on Azure Blob
+  Storage (Azurite)) and through two
   zarrd processes sharing a repository on S3: writes to disjoint chunks are
   rebased, never refused; writes into one chunk either land or are refused
   with 409 `commit_conflict` and retried; each acknowledged write is
@@ -41,7 +42,7 @@ import numpy as np
 import pytest
 import zarr
 
-from conftest import create_bucket, start_zarrd, stop
+from conftest import azure_env, create_bucket, create_container, start_azurite, start_zarrd, stop
 from test_icechunk import call, error_of, get_json, npy, toml_string
 
 # Icechunk warns that local storage is not for concurrent commits.
@@ -88,12 +89,24 @@ class Server:
 @pytest.fixture
 def server(request, tmp_path):
     """A repository in a directory, or (parameter "s3") in a bucket of the
-    S3 server (moto), whose conditional writes Icechunk commits rely on;
+    S3 server (moto), or ("azure") in a container of Azurite, whose
+    conditional writes Icechunk commits rely on;
     "s3-two-servers": two zarrd processes serve it, so their commits race
     and are rebased or refused as conflicts (Icechunk's local storage is
     not safe for commits from several processes)."""
     kind = getattr(request, "param", "local")
-    if kind.startswith("s3"):
+    emulator = None
+    if kind == "azure":
+        endpoint, emulator = start_azurite(str(tmp_path / "azurite"))
+        env = azure_env(endpoint)
+        monkeypatch = request.getfixturevalue("monkeypatch")
+        for k, v in env.items():  # where icechunk-python's Azure client finds Azurite
+            monkeypatch.setenv(k, v)
+        create_container(endpoint, "repos")
+        storage = functools.partial(ic.azure_storage, account="devstoreaccount1", container="repos", prefix="repo",
+                                    config={"use_emulator": "true"})
+        location = "az://repos/repo"
+    elif kind.startswith("s3"):
         env = request.getfixturevalue("s3")
         bucket = f"writes-{uuid.uuid4().hex[:12]}"
         create_bucket(env["endpoint"], bucket)
@@ -122,6 +135,8 @@ def server(request, tmp_path):
     yield Server(storage, [url for url, _ in started], first)
     for _, proc in started:
         stop(proc)
+    if emulator:
+        stop(emulator)
 
 
 def npy_bytes(values):
@@ -270,7 +285,7 @@ def run_writers(server, jobs_of):
         return [d for f in [pool.submit(writer, w) for w in range(8)] for d in f.result()]
 
 
-@pytest.mark.parametrize("server", ["local", "s3", "s3-two-servers"], indirect=True)
+@pytest.mark.parametrize("server", ["local", "s3", "s3-two-servers", "azure"], indirect=True)
 def test_eight_concurrent_writers_lose_no_acknowledged_write(server):
     def chunk_jobs(w):
         for k in (2 * w, 2 * w + 1):
