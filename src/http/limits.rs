@@ -37,6 +37,9 @@ pub async fn shed(State(state): State<AppState>, request: Request, next: Next) -
         return r;
     };
     match tokio::time::timeout(state.config.request_timeout, next.run(request)).await {
+        // A stream that lasts as long as its client (a watch) counts
+        // against its own limit, not against requests in flight.
+        Ok(response) if response.extensions().get::<super::LongLived>().is_some() => response,
         Ok(response) => response.map(|body| {
             Body::new(Held {
                 body,

@@ -18,6 +18,7 @@ mod serve;
 mod tls;
 mod versions;
 mod viewer;
+mod watch;
 pub mod write;
 
 pub use serve::serve;
@@ -56,12 +57,14 @@ pub struct AppState(Arc<Shared>);
 pub struct Shared {
     pub store: Store,
     /// Every operation on the hierarchy, with the caches.
-    pub service: Service,
+    pub service: Arc<Service>,
     pub config: Arc<Config>,
     pub auth: Arc<Auth>,
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Permits for requests in flight (`--max-concurrency`).
     pub in_flight: Arc<tokio::sync::Semaphore>,
+    /// Permits for watchers (`/api/v1/watch`).
+    pub watchers: Arc<tokio::sync::Semaphore>,
     /// Thumbnails of arrays, for the viewer's tree.
     previews: preview::Previews,
     /// Cache-Control of stored values, per mount.
@@ -95,7 +98,8 @@ impl AppState {
         let cache_control = cache_control::CachePolicies::new(&config);
         AppState(Arc::new(Shared {
             store,
-            service,
+            service: Arc::new(service),
+            watchers: Arc::new(tokio::sync::Semaphore::new(watch::MAX_WATCHERS)),
             cache_control,
             config: Arc::new(config),
             auth: Arc::new(auth),
@@ -117,6 +121,11 @@ impl std::ops::Deref for AppState {
 /// Marks a response that must not be compressed (array data, stored values).
 #[derive(Debug, Clone, Copy)]
 pub struct NoCompression;
+
+/// Marks a response that streams for as long as its client stays (a
+/// watch): it does not hold a place among requests in flight.
+#[derive(Debug, Clone, Copy)]
+pub struct LongLived;
 
 fn handler(path: &str) -> MethodRouter<AppState> {
     match path {
@@ -141,6 +150,8 @@ fn handler(path: &str) -> MethodRouter<AppState> {
         "/metrics" => get(metrics),
         "/api/v1/preview/{path}" => get(preview::preview),
         "/api/v1/versions/{path}" => get(versions::versions),
+        "/api/v1/watch" => get(watch::watch_root),
+        "/api/v1/watch/{path}" => get(watch::watch),
         "/" => get(viewer::page),
         "/view/{path}" => get(viewer::view),
         "/viewer/settings.json" => get(viewer::settings),

@@ -110,6 +110,16 @@ pub static ROUTES: &[Route] = &[
         resource: Resource::Param,
     },
     Route {
+        path: "/api/v1/watch",
+        methods: &[("get", READ)],
+        resource: Resource::Root,
+    },
+    Route {
+        path: "/api/v1/watch/{path}",
+        methods: &[("get", READ)],
+        resource: Resource::Param,
+    },
+    Route {
         path: "/api/v1/stats",
         methods: &[("get", READ)],
         resource: Resource::Server,

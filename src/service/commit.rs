@@ -33,6 +33,8 @@ impl Service {
                     self.limits,
                 );
                 service.transactional = true;
+                // Watchers hear of the write once it is committed.
+                service.events = std::sync::Arc::new(super::events::Events::held());
                 Some((service, pending))
             }
             None => None,
@@ -49,7 +51,7 @@ impl Writing<'_> {
     /// what this server cached of the branch. The new snapshot's id, when a
     /// commit was made (not for direct writes, nor when nothing changed).
     pub async fn finish(self, message: &str) -> Result<Option<String>> {
-        let Some((_, pending)) = self.transaction else {
+        let Some((service, pending)) = self.transaction else {
             return Ok(None);
         };
         let committed = pending.transaction.commit(message).await;
@@ -57,7 +59,12 @@ impl Writing<'_> {
             self.parent.cache.invalidate_node(root.as_str()).await;
         }
         self.parent.cache.invalidate_all_metadata();
-        Ok(committed?)
+        let snapshot = committed?;
+        for mut change in service.events.release() {
+            change.snapshot = snapshot.clone();
+            self.parent.notify(change);
+        }
+        Ok(snapshot)
     }
 }
 

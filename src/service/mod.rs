@@ -9,6 +9,7 @@ pub mod cache;
 mod commit;
 mod consolidated;
 mod error;
+mod events;
 mod preview;
 mod read;
 mod value;
@@ -19,6 +20,7 @@ use std::sync::Arc;
 pub use cache::{Node, ZarrCache};
 pub use commit::Writing;
 pub use error::{ErrorKind, Result, ServiceError};
+pub use events::{Change, ChangeKind, Notice, WATCH_BUFFER};
 pub use preview::{Preview, PreviewKind};
 pub use read::{Content, Data, ReadRequest, Residence};
 pub use value::{Got, Value, ValueBody};
@@ -50,6 +52,8 @@ pub struct Service {
     consolidate_v3: bool,
     /// This service writes into one transaction of a versioned store.
     transactional: bool,
+    /// What writes changed, for watchers.
+    events: Arc<events::Events>,
 }
 
 impl Service {
@@ -71,6 +75,7 @@ impl Service {
             consolidated: Default::default(),
             consolidate_v3: true,
             transactional: false,
+            events: Default::default(),
         }
     }
 

@@ -5,6 +5,7 @@
 use bytes::Bytes;
 use serde_json::{Map, Value};
 
+use super::events::{bounds, Change, ChangeKind};
 use super::{Result, Service, ServiceError};
 use crate::store::{Replacement, StoreError, StoreKey, Versioned};
 use crate::zarr::metadata::{
@@ -80,6 +81,10 @@ impl Service {
             )));
         }
         let h = &self.hierarchy;
+        let created_shape = match &node {
+            NodeCreate::Array(spec) => Some(spec.shape.clone()),
+            NodeCreate::Group { .. } => None,
+        };
         let result = match node {
             NodeCreate::Group {
                 zarr_format,
@@ -94,6 +99,13 @@ impl Service {
         if overwrite {
             // The subtree it replaced is gone: so are the nodes below it.
             self.cache.invalidate_all_metadata();
+        }
+        if result.is_ok() {
+            let mut change = Change::new(path, ChangeKind::Created);
+            if let Some(shape) = &created_shape {
+                change = change.shape(shape);
+            }
+            self.notify(change);
         }
         result.map_err(|e| match e {
             ZarrError::NodeExists { .. } => ServiceError::new(
@@ -120,9 +132,13 @@ impl Service {
         let outcome = async {
             if let Some(attrs) = attributes {
                 self.hierarchy.patch_attributes(path, attrs).await?;
+                self.notify(Change::new(path, ChangeKind::Attributes));
             }
             if let Some(shape) = shape {
-                self.hierarchy.resize(path, shape, may_delete).await?;
+                self.hierarchy
+                    .resize(path, shape.clone(), may_delete)
+                    .await?;
+                self.notify(Change::new(path, ChangeKind::Resized).shape(&shape));
             }
             Ok::<_, ZarrError>(())
         }
@@ -139,7 +155,9 @@ impl Service {
         let result = self.hierarchy.delete(path).await;
         self.changed_node(path).await;
         self.cache.invalidate_all_metadata();
-        Ok(result?)
+        result?;
+        self.notify(Change::new(path, ChangeKind::Deleted));
+        Ok(())
     }
 
     /// Write `incoming` into `selection` of `array`: exactly one value per
@@ -191,6 +209,11 @@ impl Service {
                 format!("the data has shape {given}, the selection has shape {shape:?}"),
             ));
         };
+        self.notify(
+            Change::new(array.path(), ChangeKind::Written)
+                .shape(array.shape())
+                .region(bounds(selection)),
+        );
         Ok(Written {
             elements: want,
             shape,
@@ -237,10 +260,28 @@ impl Service {
             .append(path, incoming.data, &shape, axis)
             .await;
         self.changed_node(path).await;
-        result.map_err(|e| match e {
+        let grown = result.map_err(|e| match e {
             ZarrError::Data(m) => ServiceError::unprocessable("shape_mismatch", m),
             other => other.into(),
-        })
+        })?;
+        // The rows it wrote: from the old length to the new along the axis.
+        let region = grown
+            .iter()
+            .enumerate()
+            .map(|(d, &n)| {
+                if d == axis {
+                    [n - shape.get(d).copied().unwrap_or(0).min(n), n]
+                } else {
+                    [0, n]
+                }
+            })
+            .collect();
+        self.notify(
+            Change::new(path, ChangeKind::Appended)
+                .shape(&grown)
+                .region(region),
+        );
+        Ok(grown)
     }
 
     /// Store a raw value, under a condition: `if_match` (ETags, `*` for any)
@@ -279,14 +320,18 @@ impl Service {
             })
             .await;
         self.changed_key(key).await;
-        result.map(|_| ()).map_err(|e: StoreError| e.into())
+        result.map_err(|e: StoreError| ServiceError::from(e))?;
+        self.notify(Change::new(key, ChangeKind::Key));
+        Ok(())
     }
 
     /// Delete a raw value if it still has `expected_etag`.
     pub async fn delete_key(&self, key: &StoreKey, expected_etag: Option<&str>) -> Result<()> {
         let result = self.store.delete_if(key, expected_etag).await;
         self.changed_key(key).await;
-        Ok(result?)
+        result?;
+        self.notify(Change::new(key, ChangeKind::Key));
+        Ok(())
     }
 }
 

@@ -1,0 +1,113 @@
+//! `GET /api/v1/watch/{path}` (and `/api/v1/watch` for everything):
+//! Server-Sent Events, one per change at or below the path. Writes through
+//! this server arrive as they are made; changes made elsewhere (other
+//! replicas) when the metadata below the path is revalidated, every
+//! `--recheck-cached` interval (every 2 s when it is `always`; never when
+//! it is `never`). A watcher that falls more than 1,024 changes behind gets
+//! a final `dropped` event and the stream ends.
+
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use serde_json::json;
+
+use super::error::{ApiError, ApiResult};
+use super::extract::ApiPath;
+use super::{AppState, LongLived, NoCompression};
+use crate::config::Recheck;
+use crate::service::Notice;
+use crate::store::{node_path, StoreKey};
+
+/// Watchers at once, each holding a connection open.
+pub const MAX_WATCHERS: usize = 256;
+/// How often an idle stream says it is alive (proxies close silent ones).
+const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// Revalidation of metadata when `--recheck-cached` is `always`.
+const ALWAYS_EVERY: Duration = Duration::from_secs(2);
+
+pub async fn watch_root(state: State<AppState>) -> ApiResult<Response> {
+    watching(state.0, StoreKey::root()).await
+}
+
+pub async fn watch(
+    State(state): State<AppState>,
+    ApiPath(path): ApiPath<String>,
+) -> ApiResult<Response> {
+    let key = node_path(&path)?;
+    watching(state, key).await
+}
+
+async fn watching(state: AppState, path: StoreKey) -> ApiResult<Response> {
+    // A path that names nothing is a mistake, not a quiet stream.
+    state.service.node(&path).await?;
+    let Ok(permit) = state.watchers.clone().try_acquire_owned() else {
+        return Err(ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too_many_watchers",
+            format!("{MAX_WATCHERS} watchers are connected; retry later"),
+        ));
+    };
+    let interval = match state.config.recheck_cached {
+        Recheck::After(d) => Some(d.max(Duration::from_millis(200))),
+        Recheck::Always => Some(ALWAYS_EVERY),
+        Recheck::Never => None,
+    };
+    // The stream ends with the notices (after `dropped`), not with the pings.
+    let notices = state
+        .service
+        .watch(&path, interval)
+        .map(|n| Some(event(&n)))
+        .chain(futures::stream::once(async { None }));
+    let pings = futures::stream::unfold((), |_| async {
+        tokio::time::sleep(KEEP_ALIVE).await;
+        Some((Some(Bytes::from_static(b": alive\n\n")), ()))
+    });
+    let opening = futures::stream::once(async { Some(Bytes::from_static(b"retry: 2000\n\n")) });
+    let body = opening
+        .chain(futures::stream::select(notices, pings))
+        .take_while(|b| std::future::ready(b.is_some()))
+        .map(move |b| {
+            // The watcher's place is held as long as its stream.
+            let _held = &permit;
+            Ok::<_, std::io::Error>(b.unwrap_or_default())
+        });
+    let mut response = Body::from_stream(body).into_response();
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response.extensions_mut().insert(NoCompression);
+    response.extensions_mut().insert(LongLived);
+    Ok(response)
+}
+
+/// One notice as an event: `id` (this server's order), `event` (its kind)
+/// and `data` (the change as JSON).
+fn event(notice: &Notice) -> Bytes {
+    let text = match notice {
+        Notice::Change(c) => {
+            let data = serde_json::to_string(&**c).unwrap_or_default();
+            let kind = serde_json::to_value(c.kind)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default();
+            if c.seq > 0 {
+                format!("id: {}\nevent: {kind}\ndata: {data}\n\n", c.seq)
+            } else {
+                format!("event: {kind}\ndata: {data}\n\n")
+            }
+        }
+        Notice::Dropped { missed } => format!(
+            "event: dropped\ndata: {}\n\n",
+            json!({"missed": missed, "message": "this watcher fell too far behind and was dropped; reconnect and re-read what it watches"})
+        ),
+    };
+    Bytes::from(text)
+}
