@@ -38,6 +38,9 @@ pub const PINNED: &str = "icechunk-snapshot:";
 
 /// Snapshots kept open (each holds its manifests as they are read).
 const OPEN_SNAPSHOTS: u64 = 64;
+/// Chunk references and snapshot nodes Icechunk keeps in memory.
+const MAX_CHUNK_REFS: u64 = 1_000_000;
+const MAX_SNAPSHOT_NODES: u64 = 100_000;
 
 /// The Zarr key of a store path, without the version that may lead it.
 pub fn zarr_key(location: &str) -> &str {
@@ -244,13 +247,22 @@ impl Repo {
             })
             .map(|prefix| (prefix, None))
             .collect();
-        let repo = if containers.is_empty() {
-            repo
-        } else {
-            repo.reopen(None, Some(containers))
-                .await
-                .map_err(|e| bad(e.to_string()))?
+        // Icechunk's own caches of manifests and snapshot nodes are bounded
+        // by entries, at defaults sized for a notebook (15 M chunk refs):
+        // a server keeps them to about 100 MB per repository and relies on
+        // its own cache of decoded chunks.
+        let config = icechunk::RepositoryConfig {
+            caching: Some(icechunk::config::CachingConfig {
+                num_chunk_refs: Some(MAX_CHUNK_REFS),
+                num_snapshot_nodes: Some(MAX_SNAPSHOT_NODES),
+                ..Default::default()
+            }),
+            ..Default::default()
         };
+        let repo = repo
+            .reopen(Some(config), (!containers.is_empty()).then_some(containers))
+            .await
+            .map_err(|e| bad(e.to_string()))?;
         Ok(Repo(Arc::new(Open {
             repo,
             source: location.to_string(),
