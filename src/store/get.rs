@@ -283,6 +283,34 @@ async fn read_whole(
     Ok(Versioned { bytes, meta })
 }
 
+/// A read's answer as object_store gives it, for the backends zarrd
+/// implements itself.
+pub(super) fn answer(
+    payload: object_store::GetResultPayload,
+    meta: object_store::ObjectMeta,
+    range: Range<u64>,
+) -> object_store::GetResult {
+    object_store::GetResult {
+        payload,
+        meta,
+        range,
+        attributes: Default::default(),
+        extensions: Default::default(),
+    }
+}
+
+/// [`answer`] with bytes held in memory.
+pub(super) fn in_memory(
+    bytes: Bytes,
+    meta: object_store::ObjectMeta,
+    range: Range<u64>,
+) -> object_store::GetResult {
+    let payload = object_store::GetResultPayload::Stream(
+        futures::stream::once(async move { Ok(bytes) }).boxed(),
+    );
+    answer(payload, meta, range)
+}
+
 /// The bytes of a value of `size` bytes that `range` asks for, for the
 /// backends zarrd implements itself (zip files, reference sets, Icechunk).
 /// A range that starts past the end is refused as object_store's own

@@ -20,8 +20,8 @@ use icechunk::format::{ByteRange, SnapshotId};
 use icechunk::repository::VersionInfo;
 use object_store::path::Path;
 use object_store::{
-    CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta,
-    ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult,
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult,
 };
 use sha2::{Digest, Sha256};
 use tokio::sync::RwLock;
@@ -506,6 +506,37 @@ async fn virtual_target(store: &icechunk::Store, key: &str) -> Option<String> {
     }
 }
 
+/// `options` of the key `key` of a snapshot's (or session's) store, whose
+/// size and validator `meta` gives: a virtual chunk that cannot be read is
+/// named with the file it points into.
+pub(super) async fn read(
+    store: &icechunk::Store,
+    location: &Path,
+    key: &str,
+    meta: ObjectMeta,
+    options: GetOptions,
+) -> object_store::Result<GetResult> {
+    options.check_preconditions(&meta)?;
+    let range = super::get::requested(
+        "icechunk",
+        location.as_ref(),
+        options.range.as_ref(),
+        meta.size,
+    )?;
+    let bytes = if options.head || range.is_empty() {
+        Bytes::new()
+    } else {
+        match store.get(key, &ByteRange::Bounded(range.clone())).await {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                let target = virtual_target(store, key).await;
+                return Err(icechunk_error_at(location.as_ref(), e, target));
+            }
+        }
+    };
+    Ok(super::get::in_memory(bytes, meta, range))
+}
+
 /// [`icechunk_error`], naming the file a virtual chunk points into.
 fn icechunk_error_at(
     key: &str,
@@ -567,29 +598,7 @@ impl ObjectStore for Repo {
         let (store, written) = self.at(&id).await?;
         let size = Repo::size(&store, key, location.as_ref()).await?;
         let meta = Repo::meta(location, (&id, written), pinned, size, key);
-        options.check_preconditions(&meta)?;
-        let range =
-            super::get::requested("icechunk", location.as_ref(), options.range.as_ref(), size)?;
-        let bytes = if options.head || range.is_empty() {
-            Bytes::new()
-        } else {
-            match store.get(key, &ByteRange::Bounded(range.clone())).await {
-                Ok(bytes) => bytes,
-                Err(e) => {
-                    let target = virtual_target(&store, key).await;
-                    return Err(icechunk_error_at(location.as_ref(), e, target));
-                }
-            }
-        };
-        Ok(GetResult {
-            payload: GetResultPayload::Stream(
-                futures::stream::once(async move { Ok(bytes) }).boxed(),
-            ),
-            meta,
-            range,
-            attributes: Default::default(),
-            extensions: Default::default(),
-        })
+        read(&store, location, key, meta, options).await
     }
 
     fn delete_stream(

@@ -19,12 +19,12 @@ use chrono::{DateTime, Utc};
 use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use icechunk::conflicts::detector::ConflictDetector;
-use icechunk::format::{ByteRange, SnapshotId};
+use icechunk::format::SnapshotId;
 use icechunk::session::SessionErrorKind;
 use object_store::path::Path;
 use object_store::{
-    CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta,
-    ObjectStore, PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult,
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult,
 };
 use tokio::sync::{OwnedMutexGuard, RwLock};
 
@@ -277,26 +277,7 @@ impl ObjectStore for SessionStore {
         let store = &self.0.store;
         let size = Repo::size(store, key, location.as_ref()).await?;
         let meta = self.meta(location, size, key);
-        options.check_preconditions(&meta)?;
-        let range =
-            super::get::requested("icechunk", location.as_ref(), options.range.as_ref(), size)?;
-        let bytes = if options.head || range.is_empty() {
-            Bytes::new()
-        } else {
-            store
-                .get(key, &ByteRange::Bounded(range.clone()))
-                .await
-                .map_err(|e| repo::icechunk_error(location.as_ref(), e))?
-        };
-        Ok(GetResult {
-            payload: GetResultPayload::Stream(
-                futures::stream::once(async move { Ok(bytes) }).boxed(),
-            ),
-            meta,
-            range,
-            attributes: Default::default(),
-            extensions: Default::default(),
-        })
+        repo::read(store, location, key, meta, options).await
     }
 
     fn delete_stream(

@@ -17,8 +17,8 @@ use futures::stream::BoxStream;
 use futures::StreamExt;
 use object_store::path::Path;
 use object_store::{
-    CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta,
-    ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult,
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult,
 };
 
 use super::StoreError;
@@ -284,15 +284,7 @@ impl ObjectStore for ZipStore {
         } else {
             self.read(name, entry, range.clone())?
         };
-        Ok(GetResult {
-            payload: GetResultPayload::Stream(
-                futures::stream::once(async move { Ok(bytes) }).boxed(),
-            ),
-            meta,
-            range,
-            attributes: Default::default(),
-            extensions: Default::default(),
-        })
+        Ok(super::get::in_memory(bytes, meta, range))
     }
 
     fn delete_stream(

@@ -408,13 +408,7 @@ impl ObjectStore for References {
                 } else {
                     bytes.slice(range.start as usize..range.end as usize)
                 };
-                Ok(GetResult {
-                    payload: once(body),
-                    meta,
-                    range,
-                    attributes: Default::default(),
-                    extensions: Default::default(),
-                })
+                Ok(super::get::answer(once(body), meta, range))
             }
             Ref::Range {
                 url,
@@ -427,13 +421,7 @@ impl ObjectStore for References {
                 if options.head {
                     let meta = self.meta(key, r).await?;
                     options.check_preconditions(&meta)?;
-                    return Ok(GetResult {
-                        payload: once(Bytes::new()),
-                        meta,
-                        range,
-                        attributes: Default::default(),
-                        extensions: Default::default(),
-                    });
+                    return Ok(super::get::answer(once(Bytes::new()), meta, range));
                 }
                 let got = match store
                     .get_opts(
@@ -454,13 +442,11 @@ impl ObjectStore for References {
                 // client's conditions against the key's, derived from it.
                 let meta = self.ranged_meta(key, url, *offset, *length, &got.meta)?;
                 options.check_preconditions(&meta)?;
-                Ok(GetResult {
-                    payload: GetResultPayload::Stream(got.into_stream()),
+                Ok(super::get::answer(
+                    GetResultPayload::Stream(got.into_stream()),
                     meta,
                     range,
-                    attributes: Default::default(),
-                    extensions: Default::default(),
-                })
+                ))
             }
             Ref::Whole { url } => {
                 let (store, path) = self.target(key, url)?;
@@ -477,13 +463,7 @@ impl ObjectStore for References {
                         .map_err(|e| self.target_failed(key, url, e))?;
                     GetResultPayload::Stream(got.into_stream())
                 };
-                Ok(GetResult {
-                    payload,
-                    meta,
-                    range,
-                    attributes: Default::default(),
-                    extensions: Default::default(),
-                })
+                Ok(super::get::answer(payload, meta, range))
             }
         }
     }
