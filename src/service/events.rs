@@ -12,18 +12,18 @@ use std::time::Duration;
 
 use futures::stream::{BoxStream, StreamExt};
 use serde::Serialize;
+use sha2::{Digest, Sha256};
 use tokio::sync::broadcast;
 
 use super::{Result, Service};
 use crate::store::StoreKey;
-use crate::zarr::metadata::DOCUMENT_NAMES;
 use crate::zarr::Resolved;
 
 /// Changes a watcher may fall behind by before it is dropped.
 pub const WATCH_BUFFER: usize = 1024;
-/// Metadata documents one watch revalidates: past this, changes made
-/// elsewhere are not looked for (writes through this server still are).
-const MAX_WATCHED_DOCUMENTS: usize = 1000;
+/// Nodes one watch revalidates: past this, changes made elsewhere are not
+/// looked for (writes through this server still are).
+const MAX_WATCHED_NODES: usize = 1000;
 
 /// What a change did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -110,6 +110,8 @@ pub struct Events {
     seq: AtomicU64,
     /// Changes of a transaction, published once it commits.
     held: Mutex<Option<Vec<Change>>>,
+    /// One look for changes made elsewhere at a time.
+    looks: tokio::sync::Semaphore,
 }
 
 impl Default for Events {
@@ -118,6 +120,7 @@ impl Default for Events {
             tx: broadcast::channel(WATCH_BUFFER).0,
             seq: AtomicU64::new(0),
             held: Mutex::new(None),
+            looks: tokio::sync::Semaphore::new(1),
         }
     }
 }
@@ -287,54 +290,46 @@ impl Service {
         .boxed()
     }
 
-    /// The validator of every metadata document at or below `path` (none
-    /// past [`MAX_WATCHED_DOCUMENTS`]).
+    /// A fingerprint of every node's metadata at or below `path` (none past
+    /// [`MAX_WATCHED_NODES`]). One look at a time in this server, however
+    /// many watchers there are: a look walks the hierarchy (its groups'
+    /// listings, not its chunks), and watchers may only make it late.
     async fn documents(&self, path: &StoreKey) -> Result<BTreeMap<String, String>> {
-        let keys: Vec<StoreKey> = self
-            .store
-            .list_recursive(path)
-            .await?
-            .into_iter()
-            .filter(|k| DOCUMENT_NAMES.contains(&k.name()))
-            .collect();
+        let _turn = self.events.looks.acquire().await;
+        let nodes = self.hierarchy.walk(path).await?;
         let mut out = BTreeMap::new();
-        if keys.len() > MAX_WATCHED_DOCUMENTS {
+        if nodes.len() > MAX_WATCHED_NODES {
             return Ok(out);
         }
-        for k in keys {
-            if let Some(meta) = self.store.head(&k).await? {
-                let tag = meta
-                    .version
-                    .e_tag
-                    .unwrap_or_else(|| format!("{}-{}", meta.size, meta.last_modified.millis()));
-                out.insert(k.to_string(), tag);
-            }
+        for (node, meta) in nodes {
+            let seen = match meta {
+                Ok(meta) => format!("{meta:?}"),
+                Err(e) => format!("unreadable: {e}"),
+            };
+            out.insert(node, hex::encode(&Sha256::digest(seen.as_bytes())[..16]));
         }
         Ok(out)
     }
 }
 
-/// A change per document that appeared, changed or went away.
+/// A change per node whose metadata appeared, changed or went away.
 fn changed_documents(
     before: &BTreeMap<String, String>,
     now: &BTreeMap<String, String>,
 ) -> Vec<Notice> {
-    let node = |key: &str| {
-        let path = key.rsplit_once('/').map_or("", |(node, _)| node);
-        StoreKey::new(path).unwrap_or_else(|_| StoreKey::root())
-    };
+    let node = |path: &str| StoreKey::new(path).unwrap_or_else(|_| StoreKey::root());
     let mut out = Vec::new();
-    for (key, tag) in now {
-        if before.get(key) != Some(tag) {
+    for (path, seen) in now {
+        if before.get(path) != Some(seen) {
             out.push(Notice::Change(Arc::new(Change::new(
-                &node(key),
+                &node(path),
                 ChangeKind::Metadata,
             ))));
         }
     }
-    for key in before.keys().filter(|k| !now.contains_key(*k)) {
+    for path in before.keys().filter(|k| !now.contains_key(*k)) {
         out.push(Notice::Change(Arc::new(Change::new(
-            &node(key),
+            &node(path),
             ChangeKind::Deleted,
         ))));
     }
