@@ -1,7 +1,11 @@
 //! Bearer-token authentication: tokens from the config file or a mounted
 //! secret file, each with scopes (`read`, `write`, `admin`) and optional path
 //! prefixes it is limited to. Tokens are kept only as SHA-256 digests,
-//! compared in constant time, and never logged.
+//! compared in constant time, and never logged. A token that signs S3
+//! requests (it has an `access_key_id`) is also kept itself, since checking
+//! a signature needs the secret it was made with ([`sigv4`]).
+
+pub mod sigv4;
 
 use std::path::Path;
 
@@ -28,6 +32,9 @@ pub struct TokenConfig {
     pub scopes: Vec<Scope>,
     #[serde(default)]
     pub prefixes: Vec<String>,
+    /// The access key id S3 clients sign with (the token is the secret access key).
+    #[serde(default)]
+    pub access_key_id: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -51,6 +58,8 @@ struct Token {
     digest: [u8; 32],
     scopes: Vec<Scope>,
     prefixes: Vec<String>,
+    /// Access key id and secret, for tokens that sign S3 requests.
+    signing: Option<(String, String)>,
 }
 
 /// Why a request was refused.
@@ -60,6 +69,9 @@ pub enum Denied {
     Unauthenticated(String),
     /// Known token without the scope or prefix: 403.
     Forbidden(String),
+    /// A SigV4 signature that is malformed, does not match, is too old or
+    /// names an unknown access key: 403, with S3's reason.
+    Signature { code: &'static str, message: String },
 }
 
 /// The configured tokens and what anonymous clients may do.
@@ -123,14 +135,36 @@ impl Auth {
                     .iter()
                     .map(|p| p.trim_matches('/').to_string())
                     .collect();
+                let signing = match (&t.access_key_id, &t.token) {
+                    (None, _) => None,
+                    (Some(id), Some(secret)) if !id.is_empty() => Some((id.clone(), secret.clone())),
+                    (Some(_), Some(_)) => return Err(bad("access_key_id is empty")),
+                    (Some(_), None) => {
+                        return Err(bad(
+                            "access_key_id needs the token itself (token, not token_sha256): signatures are checked with it",
+                        ))
+                    }
+                };
                 Ok(Token {
                     name,
                     digest,
                     scopes: t.scopes,
                     prefixes,
+                    signing,
                 })
             })
             .collect::<Result<Vec<_>, _>>()?;
+        let mut ids: Vec<&str> = tokens
+            .iter()
+            .filter_map(|t| t.signing.as_ref().map(|(id, _)| id.as_str()))
+            .collect();
+        ids.sort();
+        if let Some(twice) = ids.windows(2).find(|w| w[0] == w[1]) {
+            return Err(AuthConfigError::Token {
+                name: twice[0].to_string(),
+                reason: "two tokens have this access_key_id".into(),
+            });
+        }
         // With no tokens, reads are open; with tokens, only if asked.
         let anonymous_reads = anonymous_reads.unwrap_or(tokens.is_empty());
         Ok(Auth {
@@ -182,31 +216,71 @@ impl Auth {
         }
         let token =
             found.ok_or_else(|| Denied::Unauthenticated("the bearer token is not valid".into()))?;
-        let granted = token
-            .scopes
-            .iter()
-            .any(|s| *s >= scope || *s == Scope::Admin);
-        if !granted {
-            return Err(Denied::Forbidden(
-                format!("token '{}' lacks the {scope:?} scope", token.name).to_lowercase(),
-            ));
-        }
-        if !token.prefixes.is_empty() {
-            let path = path.unwrap_or("").trim_matches('/');
-            let inside = token
-                .prefixes
-                .iter()
-                .any(|p| p.is_empty() || path == p || path.starts_with(&format!("{p}/")));
-            if !inside {
-                return Err(Denied::Forbidden(format!(
-                    "token '{}' is limited to {}",
-                    token.name,
-                    token.prefixes.join(", ")
-                )));
-            }
-        }
-        Ok(Some(token.name.clone()))
+        permit(token, scope, path)
     }
+
+    /// Whether a request signed with SigV4 may do `scope` on `path`, at
+    /// time `now`: the signature must be the one the token of its access
+    /// key id makes.
+    pub fn check_signed(
+        &self,
+        request: &sigv4::SignedRequest,
+        scope: Scope,
+        path: Option<&str>,
+        now: std::time::SystemTime,
+    ) -> Result<Option<String>, Denied> {
+        let denied = |e: sigv4::SigError| Denied::Signature {
+            code: match e {
+                sigv4::SigError::Malformed(_) => "authorization_header_malformed",
+                sigv4::SigError::Skewed => "request_time_too_skewed",
+                sigv4::SigError::Expired => "access_denied",
+                sigv4::SigError::Mismatch => "signature_does_not_match",
+            },
+            message: e.to_string(),
+        };
+        let credential = request.credential().map_err(denied)?;
+        let (token, secret) = self
+            .tokens
+            .iter()
+            .find_map(|t| match &t.signing {
+                Some((id, secret)) if *id == credential.access_key => Some((t, secret)),
+                _ => None,
+            })
+            .ok_or_else(|| Denied::Signature {
+                code: "invalid_access_key_id",
+                message: format!("no token has the access key id '{}'", credential.access_key),
+            })?;
+        request.verify(&credential, secret, now).map_err(denied)?;
+        permit(token, scope, path)
+    }
+}
+
+/// Whether a known token may do `scope` on `path`.
+fn permit(token: &Token, scope: Scope, path: Option<&str>) -> Result<Option<String>, Denied> {
+    let granted = token
+        .scopes
+        .iter()
+        .any(|s| *s >= scope || *s == Scope::Admin);
+    if !granted {
+        return Err(Denied::Forbidden(
+            format!("token '{}' lacks the {scope:?} scope", token.name).to_lowercase(),
+        ));
+    }
+    if !token.prefixes.is_empty() {
+        let path = path.unwrap_or("").trim_matches('/');
+        let inside = token
+            .prefixes
+            .iter()
+            .any(|p| p.is_empty() || path == p || path.starts_with(&format!("{p}/")));
+        if !inside {
+            return Err(Denied::Forbidden(format!(
+                "token '{}' is limited to {}",
+                token.name,
+                token.prefixes.join(", ")
+            )));
+        }
+    }
+    Ok(Some(token.name.clone()))
 }
 
 #[cfg(test)]
@@ -220,6 +294,7 @@ mod tests {
             token_sha256: None,
             scopes: scopes.to_vec(),
             prefixes: prefixes.iter().map(|s| s.to_string()).collect(),
+            access_key_id: None,
         }
     }
 
@@ -307,6 +382,7 @@ mod tests {
             token_sha256: Some(hex::encode(digest("hashed-secret-token-1"))),
             scopes: vec![Scope::Admin],
             prefixes: vec![],
+            access_key_id: None,
         };
         let auth = Auth::new(&[hashed], None, None, false).unwrap();
         assert!(auth

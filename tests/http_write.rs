@@ -577,6 +577,7 @@ async fn bearer_tokens_scopes_and_prefixes() {
         token_sha256: None,
         scopes: scopes.to_vec(),
         prefixes: prefixes.iter().map(|p| p.to_string()).collect(),
+        access_key_id: None,
     };
     let config = Config {
         tokens: vec![

@@ -327,6 +327,7 @@ fn scoped(scopes: &[Scope]) -> Config {
             token_sha256: None,
             scopes: scopes.to_vec(),
             prefixes: vec![],
+            access_key_id: None,
         }],
         recheck_cached: Recheck::Never,
         ..Config::default()

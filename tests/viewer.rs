@@ -24,6 +24,7 @@ fn app() -> axum::Router {
                 token_sha256: None,
                 scopes: vec![Scope::Read],
                 prefixes: vec![],
+                access_key_id: None,
             }],
             ..Config::default()
         },

@@ -14,6 +14,7 @@ mod preview;
 pub mod range;
 pub mod raw;
 pub mod routes;
+mod s3;
 mod serve;
 mod tls;
 mod versions;
@@ -152,6 +153,9 @@ fn handler(path: &str) -> MethodRouter<AppState> {
         "/api/v1/versions/{path}" => get(versions::versions),
         "/api/v1/watch" => get(watch::watch_root),
         "/api/v1/watch/{path}" => get(watch::watch),
+        "/s3" | "/s3/" => get(s3::list_buckets),
+        "/s3/{bucket}" | "/s3/{bucket}/" => get(s3::get_bucket).head(s3::head_bucket),
+        "/s3/{bucket}/{key}" => get(s3::get_object).head(s3::head_object),
         "/" => get(viewer::page),
         "/view/{path}" => get(viewer::view),
         "/viewer/settings.json" => get(viewer::settings),
@@ -354,7 +358,11 @@ fn cors(config: &crate::config::Cors) -> CorsLayer {
         header::IF_MATCH,
         header::IF_MODIFIED_SINCE,
         header::IF_RANGE,
+        header::IF_UNMODIFIED_SINCE,
         header::AUTHORIZATION,
+        // What S3 clients in a browser sign with.
+        HeaderName::from_static("x-amz-date"),
+        HeaderName::from_static("x-amz-content-sha256"),
         header::CONTENT_TYPE,
         header::ACCEPT,
         HeaderName::from_static(extract::COMMIT_MESSAGE),
@@ -441,6 +449,7 @@ pub fn router(state: AppState) -> Router {
         ))
         .with_state(state.clone())
         .layer(axum::middleware::from_fn(error::request_id_in_errors))
+        .layer(axum::middleware::from_fn(s3::xml_errors))
         .layer(CompressionLayer::new().compress_when(compressible))
         .layer(cors(&cors_config))
         .layer(PropagateRequestIdLayer::new(x_request_id.clone()))

@@ -69,6 +69,11 @@ fn evaluate(headers: &HeaderMap, meta: &KeyMeta) -> Verdict {
         if !matches(&tags) {
             return Verdict::PreconditionFailed;
         }
+    } else if let Some(since) = http_date(headers, header::IF_UNMODIFIED_SINCE) {
+        // Only without If-Match, which is the more exact of the two.
+        if meta.last_modified > since {
+            return Verdict::PreconditionFailed;
+        }
     }
     match request_etags(headers, header::IF_NONE_MATCH) {
         Some(tags) if matches(&tags) => Verdict::NotModified,
@@ -178,7 +183,7 @@ pub(super) fn precondition_failed(key: &StoreKey) -> ApiError {
     ApiError::new(
         StatusCode::PRECONDITION_FAILED,
         "precondition_failed",
-        format!("key '{key}' does not match If-Match"),
+        format!("key '{key}' does not match If-Match (or changed after If-Unmodified-Since)"),
     )
 }
 
@@ -193,7 +198,11 @@ pub async fn get_key(
     Ok(state.cache_control.apply(&raw, response))
 }
 
-async fn get_value(state: &AppState, raw: &str, headers: &HeaderMap) -> ApiResult<Response> {
+pub(super) async fn get_value(
+    state: &AppState,
+    raw: &str,
+    headers: &HeaderMap,
+) -> ApiResult<Response> {
     if let Some(prefix) = raw.strip_suffix('/') {
         return super::listing::list(state, prefix, headers).await;
     }
@@ -428,7 +437,11 @@ pub async fn head_key(
     Ok(state.cache_control.apply(&raw, response))
 }
 
-async fn head_value(state: &AppState, raw: &str, headers: &HeaderMap) -> ApiResult<Response> {
+pub(super) async fn head_value(
+    state: &AppState,
+    raw: &str,
+    headers: &HeaderMap,
+) -> ApiResult<Response> {
     if let Some(prefix) = raw.strip_suffix('/') {
         let mut response = super::listing::list(state, prefix, headers).await?;
         *response.body_mut() = Body::empty();

@@ -26,6 +26,11 @@ pub enum Resource {
     Root,
     /// No store path: information about the server.
     Server,
+    /// The `{key}` of an object in a bucket (`/s3/{bucket}/{key}`).
+    Object,
+    /// The `prefix` query parameter of a bucket listing: a listing shows
+    /// only keys that start with it.
+    ListPrefix,
     /// The viewer's page and files: the same bytes whatever the path names,
     /// no store data in them (the page reads data through the API, with the
     /// caller's token).
@@ -145,6 +150,31 @@ pub static ROUTES: &[Route] = &[
         resource: Resource::Server,
     },
     Route {
+        path: "/s3",
+        methods: &[("get", READ)],
+        resource: Resource::Server,
+    },
+    Route {
+        path: "/s3/",
+        methods: &[("get", READ)],
+        resource: Resource::Server,
+    },
+    Route {
+        path: "/s3/{bucket}",
+        methods: &[("get", READ), ("head", READ)],
+        resource: Resource::ListPrefix,
+    },
+    Route {
+        path: "/s3/{bucket}/",
+        methods: &[("get", READ), ("head", READ)],
+        resource: Resource::ListPrefix,
+    },
+    Route {
+        path: "/s3/{bucket}/{key}",
+        methods: &[("get", READ), ("head", READ)],
+        resource: Resource::Object,
+    },
+    Route {
         path: "/",
         methods: &[("get", PUBLIC)],
         resource: Resource::Page,
@@ -182,21 +212,27 @@ impl Route {
             .map(|(_, a)| *a)
     }
 
-    /// The store path a request path names, decoded as the handler sees it.
-    pub fn resource_of(&self, request_path: &str) -> Option<String> {
+    /// The store path a request (its path and query) is about, decoded as
+    /// the handler sees it.
+    pub fn resource_of(&self, request_path: &str, query: Option<&str>) -> Option<String> {
+        let param = || {
+            let prefix = &self.path[..self.path.find('{').unwrap_or(self.path.len())];
+            let rest = request_path.strip_prefix(prefix)?;
+            Some(percent_decode_str(rest).decode_utf8_lossy().into_owned())
+        };
         match self.resource {
             Resource::Server | Resource::Page => None,
             Resource::Root => Some(String::new()),
-            Resource::Param => {
-                let prefix = &self.path[..self.path.find('{').unwrap_or(self.path.len())];
-                let rest = request_path.strip_prefix(prefix)?;
-                Some(
-                    percent_decode_str(rest)
-                        .decode_utf8_lossy()
-                        .trim_matches('/')
-                        .to_string(),
-                )
-            }
+            Resource::Param => Some(param()?.trim_matches('/').to_string()),
+            // After the bucket's name (which is decoded like the key: the
+            // handler names the same split).
+            Resource::Object => Some(param()?.split_once('/')?.1.trim_matches('/').to_string()),
+            Resource::ListPrefix => Some(
+                url::form_urlencoded::parse(query.unwrap_or("").as_bytes())
+                    .find(|(k, _)| k == "prefix")
+                    .map(|(_, v)| v.trim_matches('/').to_string())
+                    .unwrap_or_default(),
+            ),
         }
     }
 }
@@ -223,11 +259,15 @@ mod tests {
                 // Public routes carry no store data; routes about a
                 // store path are never public.
                 if *access == Access::Public {
-                    assert_ne!(route.resource, Resource::Param, "{}", route.path);
+                    assert!(
+                        matches!(route.resource, Resource::Server | Resource::Page),
+                        "{}",
+                        route.path
+                    );
                 }
             }
             // A route about a store path names it as its parameter.
-            if route.resource == Resource::Param {
+            if matches!(route.resource, Resource::Param | Resource::Object) {
                 assert!(route.path.contains('{'), "{}", route.path);
             }
             if route.resource == Resource::Server {
@@ -241,23 +281,43 @@ mod tests {
     fn resources_are_decoded_store_paths() {
         let data = matched("/api/v1/data/{*path}").unwrap();
         assert_eq!(
-            data.resource_of("/api/v1/data/a%20b/").as_deref(),
+            data.resource_of("/api/v1/data/a%20b/", None).as_deref(),
             Some("a b")
         );
         let raw = matched("/zarr/{*key}").unwrap();
         assert_eq!(
-            raw.resource_of("/zarr/era5/t/c/0").as_deref(),
+            raw.resource_of("/zarr/era5/t/c/0", None).as_deref(),
             Some("era5/t/c/0")
         );
         assert_eq!(
-            matched("/zarr/").unwrap().resource_of("/zarr/").as_deref(),
+            matched("/zarr/")
+                .unwrap()
+                .resource_of("/zarr/", None)
+                .as_deref(),
             Some("")
         );
         assert_eq!(
             matched("/api/v1/stats")
                 .unwrap()
-                .resource_of("/api/v1/stats"),
+                .resource_of("/api/v1/stats", None),
             None
+        );
+        let object = matched("/s3/{bucket}/{*key}").unwrap();
+        assert_eq!(
+            object.resource_of("/s3/zarr/era5/t%2Fc/0", None).as_deref(),
+            Some("era5/t/c/0")
+        );
+        let listing = matched("/s3/{bucket}").unwrap();
+        assert_eq!(
+            listing
+                .resource_of("/s3/zarr", Some("list-type=2&prefix=era5%2Ft&delimiter=/"))
+                .as_deref(),
+            Some("era5/t")
+        );
+        assert_eq!(
+            listing.resource_of("/s3/zarr", None).as_deref(),
+            Some(""),
+            "a listing without a prefix is about the whole store"
         );
         assert_eq!(
             data.access("post"),

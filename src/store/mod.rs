@@ -119,6 +119,15 @@ pub struct Listing {
     pub prefixes: Vec<String>,
 }
 
+/// One level of a listing with each value's metadata.
+#[derive(Debug, Clone, Default)]
+pub struct DirValues {
+    /// Values directly below the prefix, as names relative to it.
+    pub values: Vec<(String, KeyMeta)>,
+    /// Sub-prefixes directly below the prefix, as names relative to it.
+    pub prefixes: Vec<String>,
+}
+
 /// Whether request entity tags (`*` or a list, unquoted) match a stored
 /// ETag: the comparison of every conditional read and write.
 pub fn etags_match(tags: &[String], stored: Option<&str>) -> bool {
@@ -497,37 +506,92 @@ impl Store {
 
     /// Every key below `prefix` with its size.
     pub async fn list_sizes(&self, prefix: &StoreKey) -> Result<Vec<(StoreKey, u64)>, StoreError> {
+        Ok(self
+            .list_metas(prefix, usize::MAX)
+            .await?
+            .into_iter()
+            .map(|(k, m)| (k, m.size))
+            .collect())
+    }
+
+    /// Every value below `prefix` with its metadata, sorted by key; at the
+    /// root, the mounts' values too (everything `/zarr/` serves). More than
+    /// `limit` values is [`StoreError::TooMany`], found before they are all held.
+    pub async fn list_values(
+        &self,
+        prefix: &StoreKey,
+        limit: usize,
+    ) -> Result<Vec<(StoreKey, KeyMeta)>, StoreError> {
+        let mut values = self.list_metas(prefix, limit).await?;
+        if prefix.is_root() {
+            for (name, _) in self.mounts.iter() {
+                let left = limit.saturating_sub(values.len());
+                let below = self.list_metas(&StoreKey::new(name)?, left).await;
+                values.extend(below.map_err(|e| match e {
+                    StoreError::TooMany { .. } => StoreError::TooMany {
+                        prefix: String::new(),
+                        limit,
+                    },
+                    e => e,
+                })?);
+            }
+        }
+        values.sort_by(|a, b| a.0.cmp(&b.0));
+        Ok(values)
+    }
+
+    async fn list_metas(
+        &self,
+        prefix: &StoreKey,
+        limit: usize,
+    ) -> Result<Vec<(StoreKey, KeyMeta)>, StoreError> {
         if let Some((m, k)) = self.mount_for(prefix) {
             let name = prefix.as_str().split('/').next().unwrap_or("");
             // A version's keys come back below its folder in the mount.
             let folder = name
                 .split_once('@')
                 .map(|(_, v)| format!("{}/{v}/", icechunk_repo::VERSION_FOLDER));
-            let inner = Box::pin(m.list_sizes(&k)).await?;
+            let inner = Box::pin(m.list_metas(&k, limit))
+                .await
+                .map_err(|e| match e {
+                    StoreError::TooMany { limit, .. } => StoreError::TooMany {
+                        prefix: prefix.to_string(),
+                        limit,
+                    },
+                    e => e,
+                })?;
             return Ok(inner
                 .into_iter()
-                .filter_map(|(key, size)| {
+                .filter_map(|(key, meta)| {
                     let key = match &folder {
                         Some(f) => key.as_str().strip_prefix(f.as_str())?,
                         None => key.as_str(),
                     };
-                    StoreKey::new(name).ok()?.join(key).ok().map(|k| (k, size))
+                    StoreKey::new(name).ok()?.join(key).ok().map(|k| (k, meta))
                 })
                 .collect());
         }
         reserved(prefix)?;
         let path = (!prefix.is_root()).then(|| self.path(prefix));
-        let metas: Vec<_> = self
-            .inner
-            .list(path.as_ref())
-            .try_collect()
+        let mut listed = self.inner.list(path.as_ref());
+        let mut values = Vec::new();
+        while let Some(m) = listed
+            .try_next()
             .await
-            .map_err(|e| StoreError::from_backend(prefix, e))?;
-        Ok(metas
-            .into_iter()
-            .filter_map(|m| key_of(&m.location).map(|k| (k, m.size)))
-            .filter(|(k, _)| !is_internal(k.as_str()))
-            .collect())
+            .map_err(|e| StoreError::from_backend(prefix, e))?
+        {
+            let Some(key) = key_of(&m.location).filter(|k| !is_internal(k.as_str())) else {
+                continue;
+            };
+            if values.len() == limit {
+                return Err(StoreError::TooMany {
+                    prefix: prefix.to_string(),
+                    limit,
+                });
+            }
+            values.push((key, key_meta(&m)));
+        }
+        Ok(values)
     }
 
     /// Store a value atomically (readers see the old or the new value, never a mix).
@@ -595,6 +659,15 @@ impl Store {
 
     /// One level below `prefix`: the keys and sub-prefixes there, as relative names.
     pub async fn list_dir(&self, prefix: &StoreKey) -> Result<Listing, StoreError> {
+        let level = self.list_dir_values(prefix).await?;
+        Ok(Listing {
+            keys: level.values.into_iter().map(|(name, _)| name).collect(),
+            prefixes: level.prefixes,
+        })
+    }
+
+    /// One level below `prefix`, with each value's metadata; sorted by name.
+    pub async fn list_dir_values(&self, prefix: &StoreKey) -> Result<DirValues, StoreError> {
         let (store, inner) = self.route(prefix)?;
         let path = (!inner.is_root()).then(|| store.path(&inner));
         let result = store
@@ -613,11 +686,11 @@ impl Store {
             };
             (!rel.is_empty() && !is_internal(full.as_str())).then(|| rel.to_string())
         };
-        let mut listing = Listing {
-            keys: result
+        let mut listing = DirValues {
+            values: result
                 .objects
                 .iter()
-                .filter_map(|m| strip(&m.location))
+                .filter_map(|m| strip(&m.location).map(|name| (name, key_meta(m))))
                 .collect(),
             prefixes: result.common_prefixes.iter().filter_map(strip).collect(),
         };
@@ -626,7 +699,7 @@ impl Store {
                 .prefixes
                 .extend(self.mounts.iter().map(|(name, _)| name.clone()));
         }
-        listing.keys.sort();
+        listing.values.sort_by(|a, b| a.0.cmp(&b.0));
         listing.prefixes.sort();
         listing.prefixes.dedup();
         Ok(listing)

@@ -1,0 +1,286 @@
+//! `/s3`: the read subset of the S3 API, path-style, over what `/zarr/`
+//! serves, for the tools that only speak S3 (and Neuroglancer's folder
+//! browsing). One bucket, `zarr`, holds every key; mounts are its top-level
+//! prefixes. Object reads are `/zarr/` reads (ranges, validators, the
+//! mount's Cache-Control); errors are S3's XML, converted from the server's
+//! own errors in one place ([`xml_errors`]).
+
+mod list;
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use super::error::{ApiError, ApiResult};
+use super::extract::ApiPath;
+use super::AppState;
+
+/// The one bucket.
+pub const BUCKET: &str = "zarr";
+
+/// The namespace of S3's documents.
+const XMLNS: &str = "http://s3.amazonaws.com/doc/2006-03-01/";
+
+/// Sub-resources of buckets and objects that are not reads of data (ACLs,
+/// versioning, uploads...): S3 clients get NotImplemented for them rather
+/// than a listing or an object they did not ask for.
+const UNSUPPORTED: &[&str] = &[
+    "acl",
+    "attributes",
+    "cors",
+    "delete",
+    "encryption",
+    "lifecycle",
+    "logging",
+    "notification",
+    "object-lock",
+    "policy",
+    "replication",
+    "requestPayment",
+    "restore",
+    "retention",
+    "legal-hold",
+    "select",
+    "tagging",
+    "torrent",
+    "uploadId",
+    "uploads",
+    "versionId",
+    "versioning",
+    "versions",
+    "website",
+];
+
+fn xml_escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&apos;")
+}
+
+fn xml(body: String) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/xml"),
+        )],
+        body,
+    )
+        .into_response()
+}
+
+fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
+    url::form_urlencoded::parse(query.unwrap_or("").as_bytes())
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect()
+}
+
+fn refuse_unsupported(pairs: &[(String, String)]) -> ApiResult<()> {
+    match pairs
+        .iter()
+        .find(|(k, _)| UNSUPPORTED.contains(&k.as_str()))
+    {
+        Some((k, _)) => Err(ApiError::new(
+            StatusCode::NOT_IMPLEMENTED,
+            "not_implemented",
+            format!("'{k}' is not served: this is a read-only view of the hierarchy's data"),
+        )),
+        None => Ok(()),
+    }
+}
+
+fn no_such_bucket(bucket: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_FOUND,
+        "no_such_bucket",
+        format!("there is no bucket '{bucket}'; the one bucket is '{BUCKET}'"),
+    )
+}
+
+fn check_bucket(bucket: &str) -> ApiResult<()> {
+    if bucket == BUCKET {
+        Ok(())
+    } else {
+        Err(no_such_bucket(bucket))
+    }
+}
+
+/// When the server started: the bucket's creation date.
+fn started() -> chrono::DateTime<chrono::Utc> {
+    static STARTED: std::sync::OnceLock<chrono::DateTime<chrono::Utc>> = std::sync::OnceLock::new();
+    *STARTED.get_or_init(chrono::Utc::now)
+}
+
+/// `GET /s3/`: ListBuckets.
+pub async fn list_buckets() -> Response {
+    xml(format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ListAllMyBucketsResult xmlns=\"{XMLNS}\"><Owner><ID>zarrd</ID><DisplayName>zarrd</DisplayName></Owner><Buckets><Bucket><Name>{BUCKET}</Name><CreationDate>{}</CreationDate></Bucket></Buckets></ListAllMyBucketsResult>\n",
+        started().format("%Y-%m-%dT%H:%M:%S%.3fZ")
+    ))
+}
+
+/// `GET /s3/{bucket}`: ListObjectsV2 (`list-type=2`), ListObjects, or
+/// GetBucketLocation (`?location`).
+pub async fn get_bucket(
+    State(state): State<AppState>,
+    ApiPath(bucket): ApiPath<String>,
+    request: Request,
+) -> ApiResult<Response> {
+    check_bucket(&bucket)?;
+    let pairs = query_pairs(request.uri().query());
+    refuse_unsupported(&pairs)?;
+    if pairs.iter().any(|(k, _)| k == "location") {
+        return Ok(xml(format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<LocationConstraint xmlns=\"{XMLNS}\"></LocationConstraint>\n"
+        )));
+    }
+    let query = list::ListQuery::parse(&pairs)?;
+    let listed = state
+        .service
+        .list_values(&query.prefix, query.delimiter.as_deref())
+        .await?;
+    let (entries, truncated) = list::page(&listed, &query);
+    Ok(xml(list::render(&query, entries, truncated)))
+}
+
+/// `HEAD /s3/{bucket}`: HeadBucket.
+pub async fn head_bucket(ApiPath(bucket): ApiPath<String>) -> ApiResult<Response> {
+    check_bucket(&bucket)?;
+    Ok(StatusCode::OK.into_response())
+}
+
+fn object_key(bucket: &str, key: &str, query: Option<&str>) -> ApiResult<String> {
+    check_bucket(bucket)?;
+    refuse_unsupported(&query_pairs(query))?;
+    // A key ending in `/` names a folder, which S3 has no object for
+    // (`/zarr/` would answer it with a listing).
+    if key.is_empty() || key.ends_with('/') {
+        return Err(ApiError::not_found(format!("no value at key '{key}'")));
+    }
+    Ok(key.to_string())
+}
+
+/// `GET /s3/{bucket}/{key}`: GetObject, as `GET /zarr/{key}`.
+pub async fn get_object(
+    State(state): State<AppState>,
+    ApiPath((bucket, key)): ApiPath<(String, String)>,
+    request: Request,
+) -> ApiResult<Response> {
+    let key = object_key(&bucket, &key, request.uri().query())?;
+    let response = super::raw::get_value(&state, &key, request.headers()).await?;
+    Ok(state.cache_control.apply(&key, response))
+}
+
+/// `HEAD /s3/{bucket}/{key}`: HeadObject, as `HEAD /zarr/{key}`.
+pub async fn head_object(
+    State(state): State<AppState>,
+    ApiPath((bucket, key)): ApiPath<(String, String)>,
+    request: Request,
+) -> ApiResult<Response> {
+    let key = object_key(&bucket, &key, request.uri().query())?;
+    let response = super::raw::head_value(&state, &key, request.headers()).await?;
+    Ok(state.cache_control.apply(&key, response))
+}
+
+/// S3's code for one of the server's errors.
+fn s3_code(status: StatusCode, code: &str) -> &'static str {
+    match (status.as_u16(), code) {
+        (_, "no_such_bucket") => "NoSuchBucket",
+        (_, "signature_does_not_match") => "SignatureDoesNotMatch",
+        (_, "request_time_too_skewed") => "RequestTimeTooSkewed",
+        (_, "invalid_access_key_id") => "InvalidAccessKeyId",
+        (_, "authorization_header_malformed") => "AuthorizationHeaderMalformed",
+        (404, _) => "NoSuchKey",
+        (401 | 403, _) => "AccessDenied",
+        (412, _) => "PreconditionFailed",
+        (416, _) => "InvalidRange",
+        (405, _) => "MethodNotAllowed",
+        (501, _) => "NotImplemented",
+        (503, _) => "SlowDown",
+        (413, _) => "InvalidArgument",
+        (400, _) => "InvalidArgument",
+        (s, _) if s < 500 => "InvalidRequest",
+        _ => "InternalError",
+    }
+}
+
+/// Requests under `/s3` get their errors as S3's XML (`Error` with `Code`,
+/// `Message`, `Resource`, `RequestId`), whichever layer refused them: the
+/// router, authorization, limits or a handler.
+pub async fn xml_errors(request: Request, next: Next) -> Response {
+    let path = request.uri().path();
+    if !(path == "/s3" || path.starts_with("/s3/")) {
+        return next.run(request).await;
+    }
+    let resource = path.to_string();
+    let head = request.method() == Method::HEAD;
+    let id = request
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let response = next.run(request).await;
+    let json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"application/json"));
+    if !(response.status().is_client_error() || response.status().is_server_error()) || !json {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    // Error bodies are a few hundred bytes.
+    let bytes = axum::body::to_bytes(body, 64 << 10)
+        .await
+        .unwrap_or_default();
+    let error: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+    let code = error["error"]["code"].as_str().unwrap_or("");
+    let message = error["error"]["message"].as_str().unwrap_or("");
+    let document = format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{}</Code><Message>{}</Message><Resource>{}</Resource><RequestId>{}</RequestId></Error>\n",
+        s3_code(parts.status, code),
+        xml_escape(message),
+        xml_escape(&resource),
+        xml_escape(&id),
+    );
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/xml"),
+    );
+    let body = if head {
+        axum::body::Body::empty()
+    } else {
+        axum::body::Body::from(document)
+    };
+    Response::from_parts(parts, body)
+}
+
+/// The headers a SigV4 signature covers, for the authorization middleware.
+pub(super) fn signed_parts<'a>(
+    method: &'a Method,
+    uri: &'a axum::http::Uri,
+    headers: &'a HeaderMap,
+) -> crate::auth::sigv4::SignedRequest<'a> {
+    let mut pairs: Vec<(&str, &str)> = headers
+        .iter()
+        .filter_map(|(n, v)| Some((n.as_str(), v.to_str().ok()?)))
+        .collect();
+    // HTTP/2 carries the host in the request's authority, not a header.
+    if !headers.contains_key(header::HOST) {
+        if let Some(authority) = uri.authority() {
+            pairs.push(("host", authority.as_str()));
+        }
+    }
+    crate::auth::sigv4::SignedRequest {
+        method: method.as_str(),
+        path: uri.path(),
+        query: uri.query().unwrap_or(""),
+        headers: pairs,
+        authorization: headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok()),
+    }
+}

@@ -1,0 +1,221 @@
+"""zarrd's S3-compatible read API at /s3: boto3 (unsigned and signed) lists
+and reads the corpus, zarr-python reads it through s3fs, a second zarrd reads
+the first through object_store's S3 client (signing with an access key that
+maps to a token), and the folder listings Neuroglancer asks for."""
+
+import os
+import urllib.error
+import urllib.request
+import xml.etree.ElementTree as ET
+
+import boto3
+import numpy as np
+import pytest
+import zarr
+from botocore import UNSIGNED
+from botocore.config import Config
+from botocore.exceptions import ClientError
+
+from conftest import as_comparable, expected_values, files_under, load_manifest, start_zarrd, stop
+
+ROOT, MANIFEST = load_manifest("ZARRD_CORPUS")
+NS = {"s3": "http://s3.amazonaws.com/doc/2006-03-01/"}
+ACCESS_KEY = "zarrd-reader"
+SECRET = "s3-reader-secret-0123456789"
+
+# What zarr-python cannot read at all, whichever store it reads through.
+SKIP = ("v1/", "ts.zarr/bfloat16", "ts.zarr/float8_e4m3fn", "ts.zarr/int4", "ts.zarr/structured",
+        "hand_v2.zarr/nested_structured", "archive")
+
+
+def name(entry):
+    return f"{entry['store']}/{entry['path']}"
+
+
+@pytest.fixture(scope="module")
+def server():
+    url, proc = start_zarrd(ROOT)
+    yield url
+    stop(proc)
+
+
+@pytest.fixture(scope="module")
+def signed_server(tmp_path_factory):
+    tokens = tmp_path_factory.mktemp("s3-tokens") / "tokens.toml"
+    tokens.write_text(f"""
+[[tokens]]
+name = "s3-reader"
+token = "{SECRET}"
+access_key_id = "{ACCESS_KEY}"
+scopes = ["read"]
+""")
+    url, proc = start_zarrd(ROOT, "--tokens-file", str(tokens))
+    yield url
+    stop(proc)
+
+
+def client(url, **kw):
+    config = kw.pop("config", Config(signature_version=UNSIGNED))
+    return boto3.client("s3", endpoint_url=f"{url}/s3", region_name="us-east-1", config=config, **kw)
+
+
+def stored(prefix):
+    """Every file of the corpus below `prefix` (a key prefix) with its size."""
+    found = {}
+    for path, key in files_under(ROOT):
+        if key.startswith(prefix):
+            found[key] = os.path.getsize(path)
+    return found
+
+
+def test_boto3_lists_every_key_page_by_page(server):
+    s3 = client(server)
+    assert [b["Name"] for b in s3.list_buckets()["Buckets"]] == ["zarr"]
+    top = s3.list_objects_v2(Bucket="zarr", Delimiter="/")
+    prefixes = [p["Prefix"] for p in top.get("CommonPrefixes", [])]
+    expected_top = sorted({k.split("/")[0] + "/" for k in stored("") if "/" in k})
+    assert prefixes == expected_top
+    keys = {}
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket="zarr", Prefix="v3.zarr/dtype_", PaginationConfig={"PageSize": 7})
+    count = 0
+    for page in pages:
+        count += 1
+        assert page["KeyCount"] <= 7
+        for obj in page.get("Contents", []):
+            keys[obj["Key"]] = obj["Size"]
+    want = stored("v3.zarr/dtype_")
+    assert count > 2 and keys.keys() == want.keys()
+    # Arrays' documents and chunks are listed at their stored sizes.
+    assert keys == want
+    # One level of a folder: its documents and its chunk folder.
+    level = s3.list_objects_v2(Bucket="zarr", Prefix="v3.zarr/dtype_i2/", Delimiter="/")
+    assert [o["Key"] for o in level["Contents"]] == ["v3.zarr/dtype_i2/zarr.json"]
+    assert [p["Prefix"] for p in level["CommonPrefixes"]] == ["v3.zarr/dtype_i2/c/"]
+    # StartAfter skips; v1 listings page with markers.
+    after = s3.list_objects_v2(Bucket="zarr", Prefix="v3.zarr/dtype_", StartAfter=sorted(want)[-2])
+    assert [o["Key"] for o in after["Contents"]] == [sorted(want)[-1]]
+    v1 = s3.list_objects(Bucket="zarr", Prefix="v3.zarr/dtype_", MaxKeys=3)
+    assert v1["IsTruncated"] and len(v1["Contents"]) == 3
+
+
+def test_boto3_reads_objects_ranges_and_conditionals(server):
+    s3 = client(server)
+    key = "v3.zarr/dtype_i2/zarr.json"
+    data = open(os.path.join(ROOT, key), "rb").read()
+    chunk = next(k for k in stored("v2.zarr/") if k.rsplit("/", 1)[-1][0].isdigit())
+    raw = open(os.path.join(ROOT, chunk), "rb").read()
+    got = s3.get_object(Bucket="zarr", Key=chunk)
+    assert got["Body"].read() == raw and got["ContentLength"] == len(raw)
+    part = s3.get_object(Bucket="zarr", Key=chunk, Range="bytes=2-9")
+    assert part["Body"].read() == raw[2:10] and part["ContentRange"] == f"bytes 2-9/{len(raw)}"
+    head = s3.head_object(Bucket="zarr", Key=key)
+    assert head["ContentLength"] == len(data)
+    etag = head["ETag"]
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket="zarr", Key=key, IfNoneMatch=etag)
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 304
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket="zarr", Key=key, IfMatch='"not-the-tag"')
+    assert e.value.response["Error"]["Code"] == "PreconditionFailed"
+    assert s3.get_object(Bucket="zarr", Key=key, IfMatch=etag)["Body"].read() == data
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket="zarr", Key="v3.zarr/no/such/key")
+    assert e.value.response["Error"]["Code"] == "NoSuchKey"
+    with pytest.raises(ClientError) as e:
+        s3.list_objects_v2(Bucket="other")
+    assert e.value.response["Error"]["Code"] == "NoSuchBucket"
+    with pytest.raises(ClientError) as e:
+        s3.get_object(Bucket="zarr", Key=chunk, Range=f"bytes={len(raw) + 10}-")
+    assert e.value.response["Error"]["Code"] == "InvalidRange"
+    with pytest.raises(ClientError) as e:
+        s3.get_bucket_acl(Bucket="zarr")
+    assert e.value.response["Error"]["Code"] == "NotImplemented"
+
+
+def test_neuroglancer_folder_listing(server):
+    url = f"{server}/s3/zarr/?list-type=2&prefix=v2.zarr/&delimiter=/"
+    with urllib.request.urlopen(url) as r:
+        assert r.headers["Content-Type"] == "application/xml"
+        doc = ET.fromstring(r.read())
+    prefixes = [p.text for p in doc.findall("s3:CommonPrefixes/s3:Prefix", NS)]
+    want = sorted({"v2.zarr/" + k[len("v2.zarr/"):].split("/")[0] + "/" for k in stored("v2.zarr/") if k.count("/") > 1})
+    assert prefixes == want
+    assert doc.find("s3:KeyCount", NS).text == str(len(prefixes) + len(doc.findall("s3:Contents", NS)))
+    # Errors are S3's XML, with CORS for cross-origin viewers.
+    req = urllib.request.Request(f"{server}/s3/zarr/v2.zarr/missing", headers={"Origin": "http://viewer.example"})
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req)
+    assert e.value.code == 404 and e.value.headers["Access-Control-Allow-Origin"]
+    error = ET.fromstring(e.value.read())
+    assert error.find("Code").text == "NoSuchKey" and error.find("RequestId").text
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(f"{server}/s3/zarr?list-type=2&max-keys=many")
+    assert e.value.code == 400 and ET.fromstring(e.value.read()).find("Code").text == "InvalidArgument"
+
+
+S3FS_CASES = [e for e in MANIFEST if not name(e).startswith(SKIP)]
+
+
+@pytest.mark.parametrize("entry", S3FS_CASES, ids=name)
+def test_zarr_python_reads_through_s3fs(entry, server):
+    options = {"anon": True, "client_kwargs": {"endpoint_url": f"{server}/s3", "region_name": "us-east-1"}}
+    arr = zarr.open_array(f"s3://zarr/{name(entry)}".rstrip("/"), mode="r", zarr_format=entry["zarr_format"],
+                          storage_options=options)
+    assert list(arr.shape) == entry["shape"]
+    assert as_comparable(arr[...], entry["kind"]) == expected_values(ROOT, entry)
+
+
+def test_signed_requests_need_the_mapped_secret(signed_server):
+    signed = Config(signature_version="s3v4", s3={"addressing_style": "path"})
+    good = client(signed_server, config=signed, aws_access_key_id=ACCESS_KEY, aws_secret_access_key=SECRET)
+    key = "v3.zarr/dtype_i2/zarr.json"
+    assert good.get_object(Bucket="zarr", Key=key)["Body"].read() == open(os.path.join(ROOT, key), "rb").read()
+    assert good.list_objects_v2(Bucket="zarr", Prefix="v3.zarr/dtype_i2/")["KeyCount"] > 1
+    url = good.generate_presigned_url("get_object", Params={"Bucket": "zarr", "Key": key}, ExpiresIn=60)
+    with urllib.request.urlopen(url) as r:
+        assert r.read() == open(os.path.join(ROOT, key), "rb").read()
+    wrong = client(signed_server, config=signed, aws_access_key_id=ACCESS_KEY, aws_secret_access_key="x" * 30)
+    with pytest.raises(ClientError) as e:
+        wrong.get_object(Bucket="zarr", Key=key)
+    assert e.value.response["Error"]["Code"] == "SignatureDoesNotMatch"
+    unknown = client(signed_server, config=signed, aws_access_key_id="nobody", aws_secret_access_key=SECRET)
+    with pytest.raises(ClientError) as e:
+        unknown.head_object(Bucket="zarr", Key=key)
+    assert e.value.response["ResponseMetadata"]["HTTPStatusCode"] == 403
+    with pytest.raises(ClientError) as e:
+        client(signed_server).get_object(Bucket="zarr", Key=key)
+    assert e.value.response["Error"]["Code"] == "AccessDenied"
+    # zarrd's own bearer token works on /s3 too.
+    req = urllib.request.Request(f"{signed_server}/s3/zarr/{key}", headers={"Authorization": f"Bearer {SECRET}"})
+    with urllib.request.urlopen(req) as r:
+        assert r.status == 200
+
+
+ONWARD = [e for e in S3FS_CASES if e["kind"] == "fixed" and e["store"] in ("v2.zarr", "v3.zarr")][:12]
+
+
+def test_object_store_s3_client_serves_it_onward(signed_server):
+    """A second zarrd whose root is s3://zarr at the first's /s3 (object_store's
+    S3 client, signing with the mapped access key) serves the corpus onward."""
+    env = {"AWS_ENDPOINT": f"{signed_server}/s3", "AWS_ALLOW_HTTP": "true", "AWS_ACCESS_KEY_ID": ACCESS_KEY,
+           "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_REGION": "us-east-1", "AWS_VIRTUAL_HOSTED_STYLE_REQUEST": "false"}
+    url, proc = start_zarrd("s3://zarr", env=env)
+    try:
+        assert len(ONWARD) >= 8
+        for entry in ONWARD:
+            arr = zarr.open_array(f"{url}/zarr/{name(entry)}", mode="r", zarr_format=entry["zarr_format"])
+            assert as_comparable(arr[...], entry["kind"]) == expected_values(ROOT, entry), name(entry)
+        # Its listings come from ListObjectsV2.
+        req = urllib.request.Request(f"{url}/zarr/v3.zarr/", headers={"Accept": "application/json"})
+        with urllib.request.urlopen(req) as r:
+            import json
+            listed = json.load(r)
+        assert "dtype_i2" in listed["prefixes"]
+        with urllib.request.urlopen(f"{url}/api/v1/data/v3.zarr/dtype_i2?format=json") as r:
+            import json
+            doc = json.load(r)
+        entry = next(e for e in MANIFEST if name(e) == "v3.zarr/dtype_i2")
+        want = np.frombuffer(expected_values(ROOT, entry), dtype="<i2").reshape(entry["shape"])
+        assert np.array_equal(np.array(doc["data"]), want)
+    finally:
+        stop(proc)
