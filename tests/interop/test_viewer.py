@@ -728,22 +728,51 @@ def test_hovered_value_is_numpys(server, hierarchy, viewer):
     assert v.unexpected_errors() == []
 
 
-def test_zarr_python_snippet_returns_the_view(server, hierarchy, viewer):
+def run_curl(code, tmp):
+    """Run the curl snippet's first command (the selection as .npy)."""
+    command = next(line for line in code.splitlines() if line.startswith("curl"))
+    subprocess.run(command, shell=True, cwd=tmp, check=True, timeout=60)
+    return np.load(os.path.join(tmp, "data.npy"))
+
+
+def run_zarrita(code, tmp):
+    """Run the zarrita.js snippet in Node with the zarrita package scripts/test installs."""
+    zarrita = os.environ.get("ZARRD_ZARRITA")
+    if not zarrita:
+        pytest.skip("zarrita.js is installed by scripts/test")
+    script = os.path.join(zarrita, f"snippet-{os.getpid()}.mjs")
+    with open(script, "w") as f:
+        f.write(code + "\nconsole.log(JSON.stringify({ shape: data.shape, data: Array.from(data.data) }));\n")
+    try:
+        done = subprocess.run(["node", script], capture_output=True, timeout=60, text=True)
+    finally:
+        os.remove(script)
+    assert done.returncode == 0, f"the snippet failed:\n{code}\n{done.stderr[-2000:]}"
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    return np.array(out["data"]).reshape(out["shape"])
+
+
+def test_every_snippet_returns_the_view(server, hierarchy, viewer, tmp_path):
     arr = hierarchy[1]["climate/temperature"]
     v = viewer(server)
     page = v.open("/view/climate/temperature?tab=heatmap&index=2,0,0&zoom=20:120,0:500")
     state = wait_image(page)
     page.click("#tab-code")
-    snippet = page.locator('#code pre[data-lang="zarr-python"]')
-    expect(snippet).to_be_visible()
-    for lang in ["xarray", "tensorstore", "curl", "zarrita"]:
-        expect(page.locator(f'#code pre[data-lang="{lang}"]')).to_have_count(1)
-    code = snippet.text_content()
-    assert server in code, code
-    got = run_snippet(code)
+    expect(page.locator('#code pre[data-lang="zarr-python"]')).to_be_visible()
     want = arr[parse_select(state["select"], arr.shape)]
-    assert got.shape == want.shape and got.dtype == want.dtype, (got.shape, want.shape, code)
-    assert np.array_equal(got, want), code
+    for lang in ["zarr-python", "xarray", "tensorstore", "curl", "zarrita"]:
+        code = page.locator(f'#code pre[data-lang="{lang}"]').text_content()
+        assert server in code, code
+        if lang == "curl":
+            got = run_curl(code, tmp_path)
+        elif lang == "zarrita":
+            got = run_zarrita(code, tmp_path)
+        else:
+            got = run_snippet(code)
+        assert got.shape == want.shape, (lang, got.shape, want.shape, code)
+        if lang != "zarrita":
+            assert got.dtype == want.dtype, (lang, got.dtype, code)
+        assert np.array_equal(np.asarray(got, dtype=want.dtype), want, equal_nan=want.dtype.kind == "f"), (lang, code)
     v.shot("viewer-code.png")
     assert v.unexpected_errors() == []
 
