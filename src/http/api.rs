@@ -46,7 +46,13 @@ fn node_summary(path: &str, node: &NodeMetadata) -> Value {
     match node {
         NodeMetadata::Array(meta) => array_summary(path, meta, None),
         NodeMetadata::Group(g) => {
-            json!({"path": path, "node_type": "group", "zarr_format": g.zarr_format})
+            let mut summary =
+                json!({"path": path, "node_type": "group", "zarr_format": g.zarr_format});
+            // OME-Zarr images show as such in the tree, without opening their levels.
+            if let Some(m) = crate::zarr::ome::multiscales(&g.attributes).first() {
+                summary["multiscale"] = json!({"name": m.name, "levels": m.datasets.len()});
+            }
+            summary
         }
     }
 }
@@ -126,14 +132,43 @@ pub async fn meta(
             if group.implicit {
                 out.insert("implicit".into(), json!(true));
             }
+            if let Some(image) = state.service.multiscale(&key).await? {
+                out.insert("multiscales".into(), json!([image_json(&image)]));
+            }
         }
         NodeMetadata::Array(_) => {
             if let Some(array) = &cached.array {
                 array_details(&state, array, &mut out).await?;
             }
+            if let Some((image, level)) = state.service.level_of(&key).await? {
+                let mut of = image_json(&image);
+                of["group"] = json!(image.group.as_str());
+                of["level"] = json!(level);
+                out.insert("multiscale".into(), of);
+            }
         }
     }
     Ok(Json(Value::Object(out)))
+}
+
+/// A multiscale image: its name, axes and levels (finest first) with
+/// their arrays' paths, shapes and transformations.
+fn image_json(image: &crate::service::Image) -> Value {
+    let m = &image.multiscale;
+    let levels: Vec<Value> = image
+        .levels
+        .iter()
+        .zip(&m.datasets)
+        .map(|(level, dataset)| {
+            json!({
+                "path": level.path.as_str(),
+                "shape": level.shape,
+                "scale": dataset.scale,
+                "translation": dataset.translation,
+            })
+        })
+        .collect();
+    json!({"version": m.version, "name": m.name, "axes": m.axes, "levels": levels})
 }
 
 async fn array_details(
@@ -215,6 +250,8 @@ pub struct DataParams {
     vmin: Option<f64>,
     vmax: Option<f64>,
     scale: Option<String>,
+    /// A level of an OME-Zarr multiscale image, when the path is its group.
+    level: Option<i64>,
 }
 
 /// Points as a JSON string (query) or a list (body).
@@ -259,7 +296,7 @@ pub async fn data_post(
         ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             "bad_body",
-            format!("the body must be a JSON object with select, points, field, format: {e}"),
+            format!("the body must be a JSON object with select, points, field, format, level: {e}"),
         )
     })?;
     data(state, &path, params, &headers).await
@@ -295,7 +332,10 @@ async fn data(
     params: DataParams,
     headers: &HeaderMap,
 ) -> ApiResult<Response> {
-    let key = path_key(path)?;
+    let mut key = path_key(path)?;
+    if let Some(level) = params.level {
+        key = state.service.level_path(&key, level).await?;
+    }
     let format = super::output::choose(
         params.format.as_deref(),
         headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()),

@@ -319,7 +319,8 @@ impl Store {
         let path = std::path::Path::new(location);
         if path
             .extension()
-            .is_some_and(|e| e.eq_ignore_ascii_case("zip"))
+            // `.ozx`: zipped OME-Zarr (RFC-9), a zip with the hierarchy at its root.
+            .is_some_and(|e| e.eq_ignore_ascii_case("zip") || e.eq_ignore_ascii_case("ozx"))
             && path.is_file()
         {
             // A zip file as zarr-python's ZipStore writes it: read-only.

@@ -11,6 +11,7 @@ pub mod error;
 pub mod fill;
 pub mod hierarchy;
 pub mod metadata;
+pub mod ome;
 pub mod selection;
 
 pub use array::Array;

@@ -223,7 +223,9 @@ impl NodeMetadata {
         match &mut self {
             NodeMetadata::Array(a) => a.attributes = Map::new(),
             NodeMetadata::Group(g) => {
-                g.attributes = Map::new();
+                // Except what says the group is an OME-Zarr image, which
+                // the tree shows as such.
+                g.attributes.retain(|k, _| k == "ome" || k == "multiscales");
                 g.consolidated = None;
             }
         }
