@@ -13,7 +13,7 @@
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use hmac::{Hmac, Mac};
-use percent_encoding::{percent_decode_str, utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
+use percent_encoding::{percent_decode_str, percent_encode, AsciiSet, NON_ALPHANUMERIC};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
@@ -93,11 +93,22 @@ impl SignedRequest<'_> {
             .map(|(_, v)| *v)
     }
 
-    fn query_pairs(&self) -> impl Iterator<Item = (String, String)> + '_ {
+    /// The query's names and values, decoded as the handlers decode them
+    /// (`+` is a space), as bytes: what the signature must cover.
+    fn raw_pairs(&self) -> impl Iterator<Item = (Vec<u8>, Vec<u8>)> + '_ {
         self.query.split('&').filter(|p| !p.is_empty()).map(|p| {
             let (k, v) = p.split_once('=').unwrap_or((p, ""));
-            let decode = |s: &str| percent_decode_str(s).decode_utf8_lossy().into_owned();
+            let decode = |s: &str| percent_decode_str(&s.replace('+', "%20")).collect::<Vec<u8>>();
             (decode(k), decode(v))
+        })
+    }
+
+    fn query_pairs(&self) -> impl Iterator<Item = (String, String)> + '_ {
+        self.raw_pairs().map(|(k, v)| {
+            (
+                String::from_utf8_lossy(&k).into_owned(),
+                String::from_utf8_lossy(&v).into_owned(),
+            )
         })
     }
 
@@ -134,6 +145,19 @@ impl SignedRequest<'_> {
             );
         }
         let pairs: Vec<(String, String)> = self.query_pairs().collect();
+        if pairs
+            .iter()
+            .filter(|(k, _)| k.starts_with("X-Amz-"))
+            .count()
+            != pairs
+                .iter()
+                .filter(|(k, _)| k.starts_with("X-Amz-"))
+                .map(|(k, _)| k)
+                .collect::<std::collections::HashSet<_>>()
+                .len()
+        {
+            return Err(malformed("a signing parameter is given twice"));
+        }
         let get = |name: &str| {
             pairs
                 .iter()
@@ -162,12 +186,12 @@ impl SignedRequest<'_> {
     fn canonical(&self, credential: &Credential) -> Result<String, SigError> {
         let presigned = credential.expires.is_some();
         let mut query: Vec<(String, String)> = self
-            .query_pairs()
-            .filter(|(k, _)| !(presigned && k == "X-Amz-Signature"))
+            .raw_pairs()
+            .filter(|(k, _)| !(presigned && k == b"X-Amz-Signature"))
             .map(|(k, v)| {
                 (
-                    utf8_percent_encode(&k, UNRESERVED).to_string(),
-                    utf8_percent_encode(&v, UNRESERVED).to_string(),
+                    percent_encode(&k, UNRESERVED).to_string(),
+                    percent_encode(&v, UNRESERVED).to_string(),
                 )
             })
             .collect();
@@ -403,6 +427,34 @@ mod tests {
             request.verify(&credential, SECRET, at("20130525T000001Z")),
             Err(SigError::Expired)
         );
+    }
+
+    #[test]
+    fn the_query_is_covered_as_the_handlers_read_it() {
+        let signed = |query: &'static str| SignedRequest {
+            method: "GET",
+            path: "/s3/zarr",
+            query,
+            headers: vec![("host", "h")],
+            authorization: None,
+        };
+        let canonical = |query| {
+            let credential = Credential::new(
+                "AK/20130524/us-east-1/s3/aws4_request",
+                "host",
+                "00",
+                "20130524T000000Z",
+                None,
+            )
+            .unwrap();
+            signed(query).canonical(&credential).unwrap()
+        };
+        // `+` is a space to the handlers; `%2B` is a plus: they must sign differently.
+        assert_ne!(canonical("prefix=a%2Bb"), canonical("prefix=a+b"));
+        assert_eq!(canonical("prefix=a+b"), canonical("prefix=a%20b"));
+        assert_ne!(canonical("prefix=%FF"), canonical("prefix=%FE"));
+        let twice = signed("X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Signature=1&X-Amz-Signature=2");
+        assert!(matches!(twice.credential(), Err(SigError::Malformed(_))));
     }
 
     #[test]

@@ -296,7 +296,9 @@ pub async fn data_post(
         ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             "bad_body",
-            format!("the body must be a JSON object with select, points, field, format, level: {e}"),
+            format!(
+                "the body must be a JSON object with select, points, field, format, level: {e}"
+            ),
         )
     })?;
     data(state, &path, params, &headers).await

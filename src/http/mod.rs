@@ -363,6 +363,11 @@ fn cors(config: &crate::config::Cors) -> CorsLayer {
         // What S3 clients in a browser sign with.
         HeaderName::from_static("x-amz-date"),
         HeaderName::from_static("x-amz-content-sha256"),
+        HeaderName::from_static("x-amz-security-token"),
+        HeaderName::from_static("x-amz-user-agent"),
+        HeaderName::from_static("x-amz-checksum-mode"),
+        HeaderName::from_static("amz-sdk-invocation-id"),
+        HeaderName::from_static("amz-sdk-request"),
         header::CONTENT_TYPE,
         header::ACCEPT,
         HeaderName::from_static(extract::COMMIT_MESSAGE),

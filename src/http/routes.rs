@@ -227,12 +227,17 @@ impl Route {
             // After the bucket's name (which is decoded like the key: the
             // handler names the same split).
             Resource::Object => Some(param()?.split_once('/')?.1.trim_matches('/').to_string()),
-            Resource::ListPrefix => Some(
-                url::form_urlencoded::parse(query.unwrap_or("").as_bytes())
+            // The deepest folder holding every key the prefix matches:
+            // `era5/t` lists `era5/t2m/...` too, so it is about `era5`, and
+            // `era5` lists `era5.bak/...`, so it is about the root.
+            Resource::ListPrefix => {
+                let prefix = url::form_urlencoded::parse(query.unwrap_or("").as_bytes())
                     .find(|(k, _)| k == "prefix")
-                    .map(|(_, v)| v.trim_matches('/').to_string())
-                    .unwrap_or_default(),
-            ),
+                    .map(|(_, v)| v.into_owned())
+                    .unwrap_or_default();
+                let folder = prefix.rfind('/').map_or("", |i| &prefix[..i]);
+                Some(folder.trim_matches('/').to_string())
+            }
         }
     }
 }
@@ -310,10 +315,22 @@ mod tests {
         let listing = matched("/s3/{bucket}").unwrap();
         assert_eq!(
             listing
-                .resource_of("/s3/zarr", Some("list-type=2&prefix=era5%2Ft&delimiter=/"))
+                .resource_of(
+                    "/s3/zarr",
+                    Some("list-type=2&prefix=era5%2Ft%2F&delimiter=/")
+                )
                 .as_deref(),
             Some("era5/t")
         );
+        for (prefix, about) in [("era5%2Ft2", "era5"), ("era5", ""), ("era5%2F", "era5")] {
+            assert_eq!(
+                listing
+                    .resource_of("/s3/zarr", Some(&format!("prefix={prefix}")))
+                    .as_deref(),
+                Some(about),
+                "{prefix}: a listing is about the folder holding all it may list"
+            );
+        }
         assert_eq!(
             listing.resource_of("/s3/zarr", None).as_deref(),
             Some(""),

@@ -22,6 +22,7 @@ ROOT, MANIFEST = load_manifest("ZARRD_CORPUS")
 NS = {"s3": "http://s3.amazonaws.com/doc/2006-03-01/"}
 ACCESS_KEY = "zarrd-reader"
 SECRET = "s3-reader-secret-0123456789"
+LIMITED = "s3-v2-only-secret-0123456789"
 
 # What zarr-python cannot read at all, whichever store it reads through.
 SKIP = ("v1/", "ts.zarr/bfloat16", "ts.zarr/float8_e4m3fn", "ts.zarr/int4", "ts.zarr/structured",
@@ -48,6 +49,12 @@ name = "s3-reader"
 token = "{SECRET}"
 access_key_id = "{ACCESS_KEY}"
 scopes = ["read"]
+
+[[tokens]]
+name = "v2-only"
+token = "{LIMITED}"
+scopes = ["read"]
+prefixes = ["v2.zarr"]
 """)
     url, proc = start_zarrd(ROOT, "--tokens-file", str(tokens))
     yield url
@@ -219,3 +226,24 @@ def test_object_store_s3_client_serves_it_onward(signed_server):
         assert np.array_equal(np.array(doc["data"]), want)
     finally:
         stop(proc)
+
+
+def s3_error(url, method="GET", token=LIMITED):
+    req = urllib.request.Request(url, method=method, headers={"Authorization": f"Bearer {token}"})
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req)
+    return e.value.code, ET.fromstring(e.value.read()).find("Code").text
+
+
+def test_a_prefix_limited_token_lists_and_reads_only_below_its_prefix(signed_server):
+    req = urllib.request.Request(f"{signed_server}/s3/zarr?list-type=2&prefix=v2.zarr/&delimiter=/",
+                                 headers={"Authorization": f"Bearer {LIMITED}"})
+    with urllib.request.urlopen(req) as r:
+        doc = ET.fromstring(r.read())
+    assert all(p.text.startswith("v2.zarr/") for p in doc.findall("s3:CommonPrefixes/s3:Prefix", NS))
+    # `v2.zarr` without its slash would also match `v2.zarr.bak/...`: it is a listing of the root.
+    assert s3_error(f"{signed_server}/s3/zarr?list-type=2&prefix=v2.zarr") == (403, "AccessDenied")
+    assert s3_error(f"{signed_server}/s3/zarr?list-type=2&prefix=v") == (403, "AccessDenied")
+    assert s3_error(f"{signed_server}/s3/zarr/v3.zarr/dtype_i2/zarr.json") == (403, "AccessDenied")
+    # Writes are not part of it: 405 in S3's words.
+    assert s3_error(f"{signed_server}/s3/zarr/v2.zarr/x", method="PUT") == (405, "MethodNotAllowed")

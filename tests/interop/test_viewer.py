@@ -777,6 +777,53 @@ def test_every_snippet_returns_the_view(server, hierarchy, viewer, tmp_path):
     assert v.unexpected_errors() == []
 
 
+@pytest.fixture(scope="module")
+def ome_server(tmp_path_factory):
+    """An OME-Zarr image written by ome-zarr-py: four levels of a 1200 x 1600 field."""
+    import zarr
+    from ome_zarr.format import FormatV05
+    from ome_zarr.io import parse_url
+    from ome_zarr.writer import write_image
+
+    root = tmp_path_factory.mktemp("viewer-ome")
+    y, x = np.mgrid[0:1200, 0:1600]
+    field = ((np.sin(y / 90.0) + np.cos(x / 130.0)) * 1000 + 2500).astype("uint16")
+    location = parse_url(str(root / "img"), mode="w", fmt=FormatV05())
+    group = zarr.group(store=location.store, zarr_format=3)
+    write_image(field, group, scale_factors=(2, 4, 8), axes="yx", fmt=FormatV05(),
+                storage_options=dict(chunks=(256, 256)))
+    levels = [zarr.open_array(str(root / "img" / f"s{i}"), mode="r")[...] for i in range(4)]
+    url, proc = start_zarrd(str(root))
+    yield url, levels
+    stop(proc)
+
+
+def test_multiscale_image_reads_the_coarsest_level_that_fills_the_screen(ome_server, viewer):
+    url, levels = ome_server
+    v = viewer(url)
+    page = v.open("/view/img")
+    expect(page.locator("#node-summary")).to_contain_text("OME-Zarr 0.5 image, 4 levels")
+    page = v.open("/view/img/s0?tab=heatmap")
+    state = wait_image(page)
+    level = int(state["source"].rsplit("s", 1)[1])
+    assert state["source"] == f"img/s{level}" and level >= 1, state
+    # The level's elements are no larger than the screen's pixels: its
+    # factor is at most the stride the full-resolution array would need.
+    factor = levels[0].shape[1] / levels[level].shape[1]
+    assert factor <= min(float(s) for s in state["stride"].split(",")) + 1e-9, state
+    if level < 3:
+        coarser = levels[0].shape[1] / levels[level + 1].shape[1]
+        assert coarser > min(float(s) for s in state["stride"].split(",")), state
+    check_heatmap(page, levels[level], state)
+    # Zoomed in to a small region, only the full resolution has enough pixels.
+    page = v.open("/view/img/s0?tab=heatmap&zoom=100:220,300:460")
+    state = wait_image(page)
+    assert state["source"] == "img/s0", state
+    check_heatmap(page, levels[0], state)
+    # The value under the cursor is read from the array itself, at full resolution.
+    assert v.unexpected_errors() == []
+
+
 def test_corrupt_chunk_is_reported(broken_server, viewer):
     with urllib.request.urlopen(f"{broken_server}/api/v1/meta/broken") as r:
         assert json.load(r)["shape"] == [20, 30]

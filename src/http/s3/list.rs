@@ -70,6 +70,12 @@ impl ListQuery {
                 )))
             }
         };
+        // No key holds a control character, and XML 1.0 cannot carry most of them.
+        for name in ["prefix", "delimiter", "start-after", "marker"] {
+            if get(name).is_some_and(|v| v.chars().any(char::is_control)) {
+                return Err(invalid(format!("{name} holds a control character")));
+            }
+        }
         let continuation = get("continuation-token").filter(|_| v2);
         let token_key = match &continuation {
             Some(token) => Some(decode_token(token)?),
@@ -291,6 +297,8 @@ mod tests {
             "max-keys=ten",
             "encoding-type=base64",
             "list-type=2&continuation-token=%%%",
+            "prefix=%00%01",
+            "delimiter=%0A",
         ] {
             let e = ListQuery::parse(&pairs(q)).unwrap_err();
             assert_eq!(e.code, "invalid_argument", "{q}");

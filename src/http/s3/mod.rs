@@ -223,21 +223,31 @@ pub async fn xml_errors(request: Request, next: Next) -> Response {
         .unwrap_or("")
         .to_string();
     let response = next.run(request).await;
+    if !(response.status().is_client_error() || response.status().is_server_error()) {
+        return response;
+    }
     let json = response
         .headers()
         .get(header::CONTENT_TYPE)
         .is_some_and(|t| t.as_bytes().starts_with(b"application/json"));
-    if !(response.status().is_client_error() || response.status().is_server_error()) || !json {
-        return response;
-    }
     let (mut parts, body) = response.into_parts();
-    // Error bodies are a few hundred bytes.
-    let bytes = axum::body::to_bytes(body, 64 << 10)
-        .await
-        .unwrap_or_default();
+    // Error bodies are a few hundred bytes; the router's own (405) have none.
+    let bytes = if json {
+        axum::body::to_bytes(body, 64 << 10)
+            .await
+            .unwrap_or_default()
+    } else {
+        Default::default()
+    };
     let error: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
     let code = error["error"]["code"].as_str().unwrap_or("");
-    let message = error["error"]["message"].as_str().unwrap_or("");
+    let fallback = match parts.status {
+        StatusCode::METHOD_NOT_ALLOWED => {
+            "this is a read-only view of the hierarchy: GET and HEAD only".to_string()
+        }
+        status => status.canonical_reason().unwrap_or("error").to_string(),
+    };
+    let message = error["error"]["message"].as_str().unwrap_or(&fallback);
     let document = format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{}</Code><Message>{}</Message><Resource>{}</Resource><RequestId>{}</RequestId></Error>\n",
         s3_code(parts.status, code),

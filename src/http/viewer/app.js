@@ -191,7 +191,9 @@ function renderHead() {
     summary.textContent = `Array · ${dtypeName(m) || "?"} · shape (${m.shape.join(", ")}${m.shape.length === 1 ? "," : ""})${names} · ${formatBytes(m.nbytes)} · Zarr v${m.zarr_format}${about ? ` · ${about}` : ""}${units}`;
   } else {
     const count = (m.members || []).length;
-    summary.textContent = `Group · ${count} member${count === 1 ? "" : "s"} · Zarr v${m.zarr_format ?? "?"}${m.implicit ? " · implicit" : ""}`;
+    const image = (m.multiscales || [])[0];
+    const ome = image ? ` · OME-Zarr ${image.version || ""} image, ${image.levels.length} levels` : "";
+    summary.textContent = `Group · ${count} member${count === 1 ? "" : "s"} · Zarr v${m.zarr_format ?? "?"}${m.implicit ? " · implicit" : ""}${ome}`;
   }
 }
 
@@ -294,6 +296,9 @@ function heatmapView() {
     vmax: state.vmax,
     zoom: state.zoom,
     labels: [labels[state.dims[0]], labels[state.dims[1]]],
+    // An OME-Zarr image's levels, when this array is one: the heatmap reads
+    // the coarsest that fills the screen.
+    levels: m.multiscale ? m.multiscale.levels.map((l, index) => ({ ...l, index })) : null,
   };
 }
 
@@ -419,7 +424,8 @@ function codeSelection() {
   let source = state.lastData;
   if (source !== "table" && !k.tabs.includes(source)) source = k.tabs.includes("heatmap") ? "heatmap" : k.tabs.includes("line") ? "line" : "table";
   if (source === "heatmap") {
-    const v = heatmapView();
+    // The snippets read this array itself, never a coarser level of it.
+    const v = { ...heatmapView(), levels: null };
     const full = [0, m.shape[v.dims[0]], 0, m.shape[v.dims[1]]];
     heatmap.keepAspect = keepAspect(v);
     const sel = heatmap.selection(v, v.zoom || full);

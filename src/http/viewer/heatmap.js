@@ -89,7 +89,7 @@ export class Heatmap {
     this.image.removeAttribute("src");
     if (this.blobURL) URL.revokeObjectURL(this.blobURL);
     this.blobURL = null;
-    for (const a of ["data-select", "data-vmin", "data-vmax", "data-cmap", "data-scale", "data-stride", "data-state"]) {
+    for (const a of ["data-select", "data-vmin", "data-vmax", "data-cmap", "data-scale", "data-stride", "data-source", "data-state"]) {
       this.image.removeAttribute(a);
     }
     this.region = null;
@@ -160,6 +160,28 @@ export class Heatmap {
       sc += 1;
     }
     const slice = (a, b, s) => `${a}:${b}${s > 1 ? `:${s}` : ""}`;
+    const level = this.coarsestLevel(v, sr, sc);
+    if (level) {
+      // Read the level's elements that cover the region, at the stride left
+      // over once the level's own downsampling is counted; the picture is
+      // placed in this array's coordinates.
+      const f = v.shape.map((n, d) => n / level.shape[d]);
+      const [lr0, lr1] = [Math.floor(r0 / f[R]), Math.min(level.shape[R], Math.ceil(r1 / f[R]))];
+      const [lc0, lc1] = [Math.floor(c0 / f[C]), Math.min(level.shape[C], Math.ceil(c1 / f[C]))];
+      const lsr = Math.max(1, Math.floor(sr / f[R] + 1e-9));
+      const lsc = Math.max(1, Math.floor(sc / f[C] + 1e-9));
+      const items = level.shape.map((n, d) => {
+        if (d === R) return slice(lr0, lr1, lsr);
+        if (d === C) return slice(lc0, lc1, lsc);
+        if (v.rgb && d === v.shape.length - 1) return ":";
+        return String(Math.min(n - 1, Math.floor(v.index[d] / f[d])));
+      });
+      return {
+        select: items.join(","), path: level.path, level: level.index,
+        r0: lr0 * f[R], c0: lc0 * f[C], sr: lsr * f[R], sc: lsc * f[C],
+        rows: Math.ceil((lr1 - lr0) / lsr), cols: Math.ceil((lc1 - lc0) / lsc),
+      };
+    }
     const items = v.shape.map((_, d) => {
       if (d === R) return slice(r0, r1, sr);
       if (d === C) return slice(c0, c1, sc);
@@ -167,6 +189,25 @@ export class Heatmap {
       return String(v.index[d]);
     });
     return { select: items.join(","), r0, c0, sr, sc, rows: Math.ceil((r1 - r0) / sr), cols: Math.ceil((c1 - c0) / sc) };
+  }
+
+  /**
+   * Of an OME-Zarr image's coarser levels (`v.levels`), the coarsest whose
+   * elements are still no larger than a screen pixel at strides `sr`, `sc`:
+   * it fills the screen with fewer bytes read. None when the array itself is best.
+   */
+  coarsestLevel(v, sr, sc) {
+    const [R, C] = v.dims;
+    let best = null;
+    for (const level of v.levels || []) {
+      if (!level.shape || level.shape.length !== v.shape.length || level.path === v.path) continue;
+      const fr = v.shape[R] / level.shape[R];
+      const fc = v.shape[C] / level.shape[C];
+      if (fr <= 1 + 1e-9 && fc <= 1 + 1e-9) continue;
+      if (fr > sr + 1e-9 || fc > sc + 1e-9) continue;
+      if (!best || fr * fc > best.fr * best.fc) best = { ...level, fr, fc };
+    }
+    return best;
   }
 
   async load() {
@@ -181,7 +222,7 @@ export class Heatmap {
       if (v.vmin !== null && v.vmin !== undefined) params.vmin = v.vmin;
       if (v.vmax !== null && v.vmax !== undefined) params.vmax = v.vmax;
     }
-    const url = urls.data(v.path, params);
+    const url = urls.data(sel.path || v.path, params);
     if (url === this.requested) return;
     this.requested = url;
     if (this.controller) this.controller.abort();
@@ -214,6 +255,7 @@ export class Heatmap {
       img.dataset.cmap = v.rgb ? "" : v.cmap;
       img.dataset.scale = v.rgb ? "" : v.scale;
       img.dataset.stride = `${sel.sr},${sel.sc}`;
+      img.dataset.source = sel.path || v.path;
       this.message.textContent = "";
       this.place();
       this.drawColorbar(vmin === null ? NaN : Number(vmin), vmax === null ? NaN : Number(vmax));
