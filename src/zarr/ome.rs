@@ -100,7 +100,7 @@ pub fn multiscales(attributes: &Map<String, Value>) -> Vec<Multiscale> {
         ),
         None => (attributes.get("multiscales"), None),
     };
-    let Some(Ok(raw)) = list.map(|l| Vec::<RawMultiscale>::deserialize(l)) else {
+    let Some(Ok(raw)) = list.map(Vec::<RawMultiscale>::deserialize) else {
         return Vec::new();
     };
     raw.into_iter()
