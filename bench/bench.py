@@ -37,6 +37,7 @@ import growth
 import measure
 import report
 import scaleout
+import protocols
 import viewport
 import virtual
 from common import (mb, read_tensorstore, read_zarr_python, select_param, static_slice,
@@ -497,7 +498,7 @@ def section_writes(ctx):
 SECTIONS = {"raw": section_raw, "clients": section_clients, "slicing": section_slicing,
             "peers": section_peers, "memory": section_memory, "writes": section_writes,
             "viewport": viewport.section, "growth": growth.section, "scaleout": scaleout.section,
-            "virtual": virtual.section}
+            "virtual": virtual.section, "protocols": protocols.section}
 
 
 def main():

@@ -140,11 +140,11 @@ class Zarrd(Server):
                                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                                      env={**os.environ, "ZARRD_LOG": "warn"}, start_new_session=True)
         line = self.proc.stdout.readline()
-        match = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        match = re.search(r"(https?)://127\.0\.0\.1:(\d+)/", line)
         if not match:
             self.stop()
             raise RuntimeError(f"zarrd did not start: {line!r}")
-        self.url = f"http://127.0.0.1:{match.group(1)}"
+        self.url = f"{match.group(1)}://127.0.0.1:{match.group(2)}"
         return self
 
 

@@ -276,6 +276,24 @@ def virtual_tables(sec):
     return lines
 
 
+def protocols_table(sec):
+    lines = [f"Section 7's view over HTTPS, {sec['in_flight']} requests in flight through one httpx client: "
+             "HTTP/1.1 on up to that many connections (the anchor), HTTP/2 multiplexed on one. Seconds to the "
+             "full view, every value checked; HTTP/2 vs HTTP/1.1 is the HTTP/1.1 time over the HTTP/2 time "
+             "(above 1: HTTP/2 faster).", "",
+             "| form | zarrd | HTTP/1.1 s | HTTP/2 s | HTTP/2 vs HTTP/1.1 |", "|---|---|---|---|---|"]
+    for row in sec["rows"]:
+        for state in ("warm", "cold"):
+            h1, h2 = row.get(f"zarrd {state}, HTTP/1.1"), row.get(f"zarrd {state}, HTTP/2")
+            if not (h1 and h2):
+                continue
+            lines.append(f"| {row['form']} | {state} | {fmt(h1['seconds'], digits=3)} | {fmt(h2['seconds'], digits=3)} | "
+                         f"{speed(h2['seconds'], h1['seconds'])} |")
+    for name, err in sec.get("errors", {}).items():
+        lines.append(f"- {name}: {err}")
+    return lines
+
+
 def writes_table(sec):
     lines = [f"{sec['regions_per_run']} regions per run, float32 4096 x 4096, 512 x 512 chunks, zstd 1. "
              "zarr-python writes the same regions to local files from the same number of threads, "
@@ -298,6 +316,7 @@ TITLES = {
     "growth": ("8. How cost grows: selection size and connections", growth_lines),
     "scaleout": ("9. Replicas behind HAProxy: round robin vs hashing by array", scaleout_tables),
     "virtual": ("10. Reference sets and Icechunk vs plain Zarr, and xarray on the NetCDF file", virtual_tables),
+    "protocols": ("11. The viewer's view over HTTP/2 vs HTTP/1.1 (TLS)", protocols_table),
 }
 
 

@@ -29,7 +29,7 @@ def test_bench_harness_runs_and_reports(tmp_path):
     env = {**os.environ, "ZARRD_BENCH_OUT": str(tmp_path / "work")}
     result = subprocess.run([sys.executable, BENCH, "--size", "512", "--reps", "1", "--seconds", "1",
                              "--cache-size", "64MiB", "--replicas", "1,2",
-                             "--only", "slicing,memory,writes,viewport,growth,scaleout,virtual",
+                             "--only", "slicing,memory,writes,viewport,growth,scaleout,virtual,protocols",
                              "--results", str(tmp_path)],
                             capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -58,6 +58,14 @@ def test_bench_harness_runs_and_reports(tmp_path):
         for who in ("zarrd cold", "zarrd warm"):
             assert row[who]["seconds"]["median"] > 0
     assert ("nginx" in viewport[0]) == nginx
+
+    # The same view over HTTPS, HTTP/2 against HTTP/1.1, each spoken as named.
+    protocols = results["sections"]["protocols"]
+    assert protocols["versions"] == {"HTTP/1.1": ["HTTP/1.1"], "HTTP/2": ["HTTP/2"]}
+    assert [r["form"] for r in protocols["rows"]] == ["raw", "REST slices"]
+    for row in protocols["rows"]:
+        for who in ("zarrd warm, HTTP/1.1", "zarrd warm, HTTP/2", "zarrd cold, HTTP/1.1", "zarrd cold, HTTP/2"):
+            assert row[who]["seconds"]["median"] > 0, (who, row)
 
     # How cost grows: selections capped at the array's side; wrk's half only where wrk is.
     growth = results["sections"]["growth"]
