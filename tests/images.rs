@@ -187,7 +187,7 @@ async fn what_cannot_be_drawn_is_refused_clearly() {
         ),
         (
             "/api/v1/data/f?select=0,:,:&format=png",
-            StatusCode::PAYLOAD_TOO_LARGE,
+            StatusCode::UNPROCESSABLE_ENTITY,
             "too_large",
         ),
         (
@@ -217,8 +217,8 @@ async fn what_cannot_be_drawn_is_refused_clearly() {
         ),
         (
             "/api/v1/data/text?format=png",
-            StatusCode::NOT_ACCEPTABLE,
-            "not_acceptable",
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "not_drawable",
         ),
     ] {
         let (s, _, b) = call(&app, Method::GET, uri, &[], Body::empty()).await;

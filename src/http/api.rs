@@ -358,7 +358,8 @@ async fn data(
     let data = state
         .service
         .read(&key, request, format.residence())
-        .await?;
+        .await
+        .map_err(|e| format.explain(e.into()))?;
     format.encode(data, &render)
 }
 

@@ -61,7 +61,8 @@ def test_bench_harness_runs_and_reports(tmp_path):
 
     # The same view over HTTPS, HTTP/2 against HTTP/1.1, each spoken as named.
     protocols = results["sections"]["protocols"]
-    assert protocols["versions"] == {"HTTP/1.1": ["HTTP/1.1"], "HTTP/2": ["HTTP/2"]}
+    assert protocols["versions"] == {"HTTP/1.1": ["HTTP/1.1"], "HTTP/2": ["HTTP/2"],
+                                     "HTTP/1.1, 6 connections": ["HTTP/1.1"]}
     assert [r["form"] for r in protocols["rows"]] == ["raw", "REST slices"]
     for row in protocols["rows"]:
         for who in ("zarrd warm, HTTP/1.1", "zarrd warm, HTTP/2", "zarrd cold, HTTP/1.1", "zarrd cold, HTTP/2"):

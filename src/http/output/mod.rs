@@ -36,6 +36,11 @@ pub trait Output: Send + Sync {
     }
     /// The response carrying `data`.
     fn encode(&self, data: Data, render: &Render) -> ApiResult<Response>;
+    /// A read's error as this format words it (images say a type cannot
+    /// be drawn where other formats say it cannot be carried).
+    fn explain(&self, error: super::error::ApiError) -> super::error::ApiError {
+        error
+    }
 }
 
 /// How formats that draw (images) turn values into colours: the request's

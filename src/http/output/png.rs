@@ -83,6 +83,15 @@ impl Output for Png {
     fn fixed_size_only(&self) -> bool {
         true
     }
+    fn explain(&self, error: ApiError) -> ApiError {
+        if error.code == "not_acceptable" {
+            return unprocessable(
+                "not_drawable",
+                format!("{} (images draw numbers; read the values with format=json)", error.message),
+            );
+        }
+        error
+    }
     fn encode(&self, data: Data, render: &Render) -> ApiResult<Response> {
         let drawn = draw(&data, render)?;
         let mut response = image(drawn.png);
@@ -139,7 +148,7 @@ pub fn draw(data: &Data, render: &Render) -> ApiResult<Drawn> {
         }
         if pixels > render.max_pixels {
             return Err(ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
+                StatusCode::UNPROCESSABLE_ENTITY,
                 "too_large",
                 format!(
                     "the image would have {pixels} pixels, over the limit of {}; select a smaller region or a stride (::N)",
