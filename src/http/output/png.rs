@@ -87,7 +87,10 @@ impl Output for Png {
         if error.code == "not_acceptable" {
             return unprocessable(
                 "not_drawable",
-                format!("{} (images draw numbers; read the values with format=json)", error.message),
+                format!(
+                    "{} (images draw numbers; read the values with format=json)",
+                    error.message
+                ),
             );
         }
         error
