@@ -24,21 +24,36 @@ BROWSER_CONNECTIONS = 6
 
 
 class HttpxPool:
-    """`viewport`'s pool interface (get, map) over one httpx client shared by
-    16 threads: HTTP/1.1 opens a connection per request in flight, HTTP/2
-    multiplexes them on one."""
+    """`viewport`'s pool interface (get, map) over one async httpx client on
+    its own event loop thread, for 16 threads: HTTP/1.1 opens a connection
+    per request in flight, HTTP/2 multiplexes them on one. (httpx's sync
+    client shares HTTP/2 connections across threads unsafely.)"""
 
     def __init__(self, cert, http2, size=viewport.IN_FLIGHT):
+        import asyncio
+
         import httpx
 
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
         limits = httpx.Limits(max_connections=size, max_keepalive_connections=size)
-        self.client = httpx.Client(http2=http2, http1=not http2, verify=cert, limits=limits, timeout=600)
+
+        async def make():
+            return httpx.AsyncClient(http2=http2, http1=not http2, verify=cert, limits=limits, timeout=600)
+
+        self.client = self.run(make())
         self.executor = ThreadPoolExecutor(max_workers=size)
         self.versions = set()
         self.lock = threading.Lock()
 
+    def run(self, coroutine):
+        import asyncio
+
+        return asyncio.run_coroutine_threadsafe(coroutine, self.loop).result()
+
     def get(self, url, headers=None):
-        response = self.client.get(url, headers=headers or {})
+        response = self.run(self.client.get(url, headers=headers or {}))
         if response.status_code not in (200, 206):
             raise RuntimeError(f"GET {url}: {response.status_code} {response.content[:300]!r}")
         with self.lock:
@@ -50,7 +65,9 @@ class HttpxPool:
 
     def close(self):
         self.executor.shutdown()
-        self.client.close()
+        self.run(self.client.aclose())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join()
 
 
 def self_signed(directory):

@@ -8,7 +8,7 @@ use crate::store::{KeyMeta, StoreError, StoreKey};
 /// Values a listing without a delimiter may gather: it lists everything
 /// below the prefix's folder, so it is refused where that would not fit
 /// in memory (a listing by folder costs one level only).
-pub const MAX_LISTED: usize = 1_000_000;
+pub const MAX_LISTED: usize = 100_000;
 
 /// One entry of a listing, in key order.
 #[derive(Debug, Clone)]

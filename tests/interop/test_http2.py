@@ -5,12 +5,12 @@ requests multiplexed on one connection) read the corpus's stored keys
 through it, byte for byte, ranges included; bad certificate settings stop
 the server at start with a message."""
 
+import asyncio
 import datetime
 import ipaddress
 import os
 import ssl
 import subprocess
-from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -88,15 +88,27 @@ def test_cleartext_takes_http2_with_prior_knowledge(servers):
 def test_httpx_over_http2_reads_every_key(servers, which):
     root, cert, tls_url, plain_url = servers
     if which == "tls":
-        client = httpx.Client(http2=True, verify=ssl.create_default_context(cafile=str(cert)), base_url=tls_url,
-                              timeout=30)
+        options = dict(http2=True, verify=ssl.create_default_context(cafile=str(cert)), base_url=tls_url, timeout=30)
     else:
-        client = httpx.Client(http1=False, http2=True, base_url=plain_url, timeout=30)
+        options = dict(http1=False, http2=True, base_url=plain_url, timeout=30)
     keys = stored_keys(root)
-    with client:
+
+    async def fetch_all():
         # Many requests in flight on one connection: HTTP/2 multiplexes them.
-        with ThreadPoolExecutor(16) as pool:
-            answers = list(pool.map(lambda k: client.get(f"/zarr/{k}"), keys))
+        # (An async client: httpx's sync client races when threads share an
+        # HTTP/2 connection.)
+        async with httpx.AsyncClient(**options) as client:
+            limit = asyncio.Semaphore(16)
+
+            async def one(k):
+                async with limit:
+                    return await client.get(f"/zarr/{k}")
+
+            return await asyncio.gather(*(one(k) for k in keys))
+
+    answers = asyncio.run(fetch_all())
+    client = httpx.Client(**options)
+    with client:
         for k, r in zip(keys, answers):
             assert (r.http_version, r.status_code) == ("HTTP/2", 200), k
             with open(os.path.join(root, k), "rb") as f:
