@@ -70,17 +70,19 @@ pub async fn authorize(State(state): State<AppState>, request: Request, next: Ne
         .and_then(|v| v.to_str().ok());
     let resource = route.resource_of(&path, request.uri().query());
     // S3 clients sign their requests (SigV4) instead of sending a token.
-    let signed = super::s3::signed_parts(request.method(), request.uri(), request.headers());
+    // Only on /s3, so other requests do not gather their headers for it.
     let s3 = path == "/s3" || path.starts_with("/s3/");
-    let verdict = if s3 && signed.is_signed() {
-        state.auth.check_signed(
-            &signed,
+    let signed = s3
+        .then(|| super::s3::signed_parts(request.method(), request.uri(), request.headers()))
+        .filter(|signed| signed.is_signed());
+    let verdict = match &signed {
+        Some(signed) => state.auth.check_signed(
+            signed,
             needed,
             resource.as_deref(),
             std::time::SystemTime::now(),
-        )
-    } else {
-        state.auth.check(authorization, needed, resource.as_deref())
+        ),
+        None => state.auth.check(authorization, needed, resource.as_deref()),
     };
     match verdict {
         Ok(_) => {

@@ -81,10 +81,16 @@ struct RawMultiscale {
     datasets: Vec<RawDataset>,
 }
 
-/// A level's path must name an array below the group, never above it.
+/// The most levels an image may declare: pyramids halve each level, so
+/// real ones have a few dozen at most, and each level is a node to open.
+pub const MAX_LEVELS: usize = 64;
+
+/// A level's path must name an array below the group, never above it, by
+/// a name a key can hold.
 fn below(path: &str) -> bool {
     !path.is_empty()
         && !path.starts_with('/')
+        && !path.chars().any(char::is_control)
         && path
             .split('/')
             .all(|s| !s.is_empty() && s != "." && s != "..")
@@ -104,7 +110,10 @@ pub fn multiscales(attributes: &Map<String, Value>) -> Vec<Multiscale> {
         return Vec::new();
     };
     raw.into_iter()
-        .filter(|m| !m.datasets.is_empty() && m.datasets.iter().all(|d| below(&d.path)))
+        .filter(|m| {
+            (1..=MAX_LEVELS).contains(&m.datasets.len())
+                && m.datasets.iter().all(|d| below(&d.path))
+        })
         .map(|m| Multiscale {
             version: version.map(str::to_string).or(m.version),
             name: m.name,
@@ -185,6 +194,8 @@ mod tests {
             json!({"multiscales": [{"datasets": [{"path": "/abs"}]}]}),
             json!({"ome": {"multiscales": [{"axes": []}]}}),
             json!({"title": "plain group"}),
+            json!({"multiscales": [{"datasets": [{"path": "a\u{1}"}]}]}),
+            json!({"multiscales": [{"datasets": (0..=MAX_LEVELS).map(|i| json!({"path": i.to_string()})).collect::<Vec<_>>()}]}),
         ] {
             assert!(multiscales(&attrs(bad.clone())).is_empty(), "{bad}");
         }
