@@ -12,7 +12,7 @@ use super::{Result, Service, ServiceError};
 use crate::store::StoreKey;
 use crate::zarr::array::extract_field;
 use crate::zarr::array::source::Recent;
-use crate::zarr::selection::slab_split;
+use crate::zarr::selection::{slab_split, slabs_revisit_chunks};
 use crate::zarr::{Array, ArrayBytes, DataType, Resolved, Selection};
 
 /// Bytes per slab of streamed output.
@@ -201,8 +201,15 @@ async fn stream(
             .saturating_add(1)
             .saturating_mul(chunk_bytes)
     });
-    let recent = Recent::new(array.source().clone(), per_slab.min(MAX_RECENT_BYTES));
-    let array = array.clone().with_source(Arc::new(recent));
+    // Slabs that never come back to a chunk (a window, or whole chunk rows)
+    // skip it: a per-stream cache costs its setup and an insert per chunk.
+    let array = match slabs_revisit_chunks(&slabs, &chunk_shape) {
+        true => {
+            let recent = Recent::new(array.source().clone(), per_slab.min(MAX_RECENT_BYTES));
+            array.clone().with_source(Arc::new(recent))
+        }
+        false => array,
+    };
     let dtype = array.metadata().dtype.clone();
     let convert = move |data: ArrayBytes| -> Result<Bytes> {
         Ok(Bytes::from(

@@ -496,6 +496,33 @@ pub fn slab_split(
     }
 }
 
+/// Whether reading `slabs` one after another touches some chunk more than
+/// once: only then is keeping a slab's chunks for a later slab worth its
+/// cost. Slabs of [`slab_split`] each lie within one chunk along the split
+/// dimension, so two of them share chunks exactly when they start in the
+/// same chunk along every dimension; points share whenever there are two
+/// slabs of them.
+pub fn slabs_revisit_chunks(slabs: &[Resolved], chunk_shape: &[u64]) -> bool {
+    let mut seen = std::collections::HashSet::new();
+    for slab in slabs {
+        let Resolved::Orthogonal(dims) = slab else {
+            return slabs.len() > 1;
+        };
+        let first: Vec<u64> = dims
+            .iter()
+            .zip(chunk_shape)
+            .map(|(d, &c)| match d.indices.is_empty() {
+                true => 0,
+                false => d.indices.get(0) / c.max(1),
+            })
+            .collect();
+        if !seen.insert(first) {
+            return true;
+        }
+    }
+    false
+}
+
 fn sub_indices(indices: &Indices, start: u64, end: u64) -> Indices {
     match indices {
         Indices::Range { start: s, step, .. } => Indices::Range {
@@ -534,6 +561,46 @@ mod tests {
             5,
             "byte cap splits rows"
         );
+    }
+
+    #[test]
+    fn slabs_revisit_a_chunk_only_when_they_split_a_chunk_row() {
+        let sel = Selection::parse("3:20:2,1:4")
+            .unwrap()
+            .resolve(&[30, 5])
+            .unwrap();
+        let by_row = slab_split(&sel, &[8, 5], 4, 1 << 20);
+        assert!(
+            !slabs_revisit_chunks(&by_row, &[8, 5]),
+            "one slab per chunk row"
+        );
+        let capped = slab_split(&sel, &[100, 5], 4, 24);
+        assert!(
+            slabs_revisit_chunks(&capped, &[100, 5]),
+            "a chunk row in five slabs"
+        );
+        let one = slab_split(&sel, &[8, 5], 4, 1 << 20)[..1].to_vec();
+        assert!(!slabs_revisit_chunks(&one, &[8, 5]));
+        // Unsorted indices come back to chunk 0 after chunk 2.
+        let listed = Selection::parse("[0,20,1],:")
+            .unwrap()
+            .resolve(&[30, 5])
+            .unwrap();
+        let slabs = slab_split(&listed, &[8, 5], 4, 1 << 20);
+        assert_eq!(slabs.len(), 3);
+        assert!(slabs_revisit_chunks(&slabs, &[8, 5]));
+        let points = Selection::parse_points("[[0,0],[1,1],[2,2]]")
+            .unwrap()
+            .resolve(&[30, 5])
+            .unwrap();
+        assert!(slabs_revisit_chunks(
+            &slab_split(&points, &[8, 5], 4, 4),
+            &[8, 5]
+        ));
+        assert!(!slabs_revisit_chunks(
+            &slab_split(&points, &[8, 5], 4, 1 << 20),
+            &[8, 5]
+        ));
     }
 
     #[test]
