@@ -1,9 +1,8 @@
 //! The authorization middleware: which scope a request needs, on which path,
 //! and the 401 / 403 answers.
 
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{MatchedPath, Request};
 use axum::http::{header, HeaderValue, Method, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use percent_encoding::percent_decode_str;
 
@@ -48,7 +47,14 @@ pub struct Caller {
     pub admin: bool,
 }
 
-pub async fn authorize(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub async fn authorize<Fut>(
+    state: &AppState,
+    request: Request,
+    next: impl FnOnce(Request) -> Fut,
+) -> Response
+where
+    Fut: std::future::Future<Output = Response>,
+{
     let path = request.uri().path().to_string();
     // Requests no route matched are answered 404 by the fallback.
     let Some(route) = request
@@ -56,12 +62,12 @@ pub async fn authorize(State(state): State<AppState>, request: Request, next: Ne
         .get::<MatchedPath>()
         .and_then(|m| routes::matched(m.as_str()))
     else {
-        return next.run(request).await;
+        return next(request).await;
     };
     let method = request.method().as_str().to_ascii_lowercase();
     // A method the route lacks is answered 405; it needs no more than a read.
     let needed = match route.access(&method).unwrap_or(Access::Needs(Scope::Read)) {
-        Access::Public => return next.run(request).await,
+        Access::Public => return next(request).await,
         Access::Needs(scope) => escalate(scope, request.method(), &path, request.uri().query()),
     };
     let authorization = request
@@ -94,7 +100,7 @@ pub async fn authorize(State(state): State<AppState>, request: Request, next: Ne
                         .is_ok());
             let mut request = request;
             request.extensions_mut().insert(Caller { admin });
-            next.run(request).await
+            next(request).await
         }
         Err(Denied::Unauthenticated(message)) => {
             let mut response =

@@ -92,12 +92,15 @@ pub type ApiResult<T> = Result<T, ApiError>;
 
 /// Server errors carry the request's id in their body too, so the client
 /// can quote what an operator finds in the logs (its span names the id).
-pub async fn request_id_in_errors(
+pub async fn request_id_in_errors<Fut>(
     request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> Response {
+    next: impl FnOnce(axum::extract::Request) -> Fut,
+) -> Response
+where
+    Fut: std::future::Future<Output = Response>,
+{
     let id = request.headers().get("x-request-id").cloned();
-    let response = next.run(request).await;
+    let response = next(request).await;
     let json = response
         .headers()
         .get(header::CONTENT_TYPE)

@@ -5,9 +5,8 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use axum::body::Body;
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{MatchedPath, Request};
 use axum::http::{header, HeaderValue, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
@@ -20,9 +19,16 @@ use super::AppState;
 /// and its upload counts too. Liveness (`/healthz`) is never shed: an
 /// overloaded server is alive. A request that does not start its response
 /// within `--request-timeout` gets 504.
-pub async fn shed(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub async fn shed<Fut>(
+    state: &AppState,
+    request: Request,
+    next: impl FnOnce(Request) -> Fut,
+) -> Response
+where
+    Fut: std::future::Future<Output = Response>,
+{
     if request.uri().path() == "/healthz" {
-        return next.run(request).await;
+        return next(request).await;
     }
     let Ok(permit) = state.in_flight.clone().try_acquire_owned() else {
         crate::metrics::count(&crate::metrics::LOAD_SHED);
@@ -36,7 +42,7 @@ pub async fn shed(State(state): State<AppState>, request: Request, next: Next) -
             .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
         return r;
     };
-    match tokio::time::timeout(state.config.request_timeout, next.run(request)).await {
+    match tokio::time::timeout(state.config.request_timeout, next(request)).await {
         // A stream that lasts as long as its client (a watch) counts
         // against its own limit, not against requests in flight.
         Ok(response) if response.extensions().get::<super::LongLived>().is_some() => response,
@@ -83,12 +89,19 @@ impl http_body::Body for Held {
 }
 
 /// Count requests, latency and bytes per matched route.
-pub async fn observe(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub async fn observe<Fut>(
+    state: &AppState,
+    request: Request,
+    next: impl FnOnce(Request) -> Fut,
+) -> Response
+where
+    Fut: std::future::Future<Output = Response>,
+{
     // A clone of the matched route shares its string: no allocation per request.
     let route = request.extensions().get::<MatchedPath>().cloned();
     let method = method_name(request.method());
     let started = Instant::now();
-    let response = next.run(request).await;
+    let response = next(request).await;
     let bytes = response
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -124,7 +137,14 @@ fn method_name(method: &axum::http::Method) -> &'static str {
 /// `--max-header-bytes` with 431, before any handler or store work. (hyper
 /// caps what it buffers at a few hundred KiB; this is the configurable,
 /// tighter limit, with a JSON error saying what was too large.)
-pub async fn headers(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub async fn headers<Fut>(
+    state: &AppState,
+    request: Request,
+    next: impl FnOnce(Request) -> Fut,
+) -> Response
+where
+    Fut: std::future::Future<Output = Response>,
+{
     let limit = state.config.max_header_bytes;
     let size = header_bytes(&request);
     if size > limit {
@@ -135,7 +155,7 @@ pub async fn headers(State(state): State<AppState>, request: Request, next: Next
         )
         .into_response();
     }
-    next.run(request).await
+    next(request).await
 }
 
 /// Bytes of the request target and header lines, as sent on the wire

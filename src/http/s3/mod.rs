@@ -9,7 +9,6 @@ mod list;
 
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use super::error::{ApiError, ApiResult};
@@ -209,10 +208,13 @@ fn s3_code(status: StatusCode, code: &str) -> &'static str {
 /// Requests under `/s3` get their errors as S3's XML (`Error` with `Code`,
 /// `Message`, `Resource`, `RequestId`), whichever layer refused them: the
 /// router, authorization, limits or a handler.
-pub async fn xml_errors(request: Request, next: Next) -> Response {
+pub async fn xml_errors<Fut>(request: Request, next: impl FnOnce(Request) -> Fut) -> Response
+where
+    Fut: std::future::Future<Output = Response>,
+{
     let path = request.uri().path();
     if !(path == "/s3" || path.starts_with("/s3/")) {
-        return next.run(request).await;
+        return next(request).await;
     }
     let resource = path.to_string();
     let head = request.method() == Method::HEAD;
@@ -222,7 +224,7 @@ pub async fn xml_errors(request: Request, next: Next) -> Response {
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_string();
-    let response = next.run(request).await;
+    let response = next(request).await;
     if !(response.status().is_client_error() || response.status().is_server_error()) {
         return response;
     }
