@@ -3,6 +3,7 @@
 //! coded on many threads), buffer sizes, and `getitem` for partial decodes.
 
 use std::ffi::{c_int, c_void, CString};
+use std::ops::Range;
 
 use serde_json::{json, Value};
 
@@ -99,36 +100,51 @@ pub fn decompress(src: &[u8]) -> Result<Vec<u8>> {
 /// touching only the Blosc blocks that hold them.
 pub fn get_items(src: &[u8], start: usize, nitems: usize, typesize: usize) -> Result<Vec<u8>> {
     let (nbytes, _, _) = cbuffer_sizes(src)?;
+    let stored = stored_typesize(src);
+    if stored != typesize {
+        return Err(err(format!("buffer typesize is {stored}, not {typesize}")));
+    }
+    get_items_checked(src, nbytes, start, nitems, typesize)
+}
+
+/// The item size a validated Blosc buffer was shuffled with: what
+/// `blosc_getitem` counts in.
+fn stored_typesize(src: &[u8]) -> usize {
+    let (mut typesize, mut flags) = (0usize, 0 as c_int);
+    // SAFETY: the caller validated the header; this reads only its first bytes.
+    unsafe {
+        blosc_src::blosc_cbuffer_metainfo(src.as_ptr() as *const c_void, &mut typesize, &mut flags)
+    };
+    typesize
+}
+
+/// `get_items` on a buffer already validated to hold `nbytes` bytes.
+fn get_items_checked(
+    src: &[u8],
+    nbytes: usize,
+    start: usize,
+    nitems: usize,
+    typesize: usize,
+) -> Result<Vec<u8>> {
     let end = start
         .checked_add(nitems)
         .and_then(|e| e.checked_mul(typesize));
     if end.is_none_or(|e| e > nbytes) || typesize == 0 {
         return Err(err(format!(
             "items {start}..{} are outside the buffer",
-            start + nitems
+            start.saturating_add(nitems)
         )));
     }
-    // blosc_getitem reads items of the typesize stored in the header.
-    let (mut stored_typesize, mut flags) = (0usize, 0 as c_int);
-    // SAFETY: validated header.
-    unsafe {
-        blosc_src::blosc_cbuffer_metainfo(
-            src.as_ptr() as *const c_void,
-            &mut stored_typesize,
-            &mut flags,
-        )
-    };
-    if stored_typesize != typesize {
-        return Err(err(format!(
-            "buffer typesize is {stored_typesize}, not {typesize}"
-        )));
-    }
-    let mut out = vec![0u8; nitems * typesize];
+    let len = nitems * typesize;
+    // Not zeroed first, as in `decompress`: only written bytes become visible.
+    let mut out: Vec<u8> = Vec::with_capacity(len);
     let (s, n) = (
         c_int::try_from(start).map_err(|_| err("start too large"))?,
         c_int::try_from(nitems).map_err(|_| err("too many items"))?,
     );
-    // SAFETY: `out` holds nitems*typesize bytes; the range was checked against the header.
+    // SAFETY: `out` has capacity for nitems*typesize bytes, and getitem
+    // writes no more than the items asked for, whose range was checked
+    // against the validated header.
     let rc = unsafe {
         blosc_src::blosc_getitem(
             src.as_ptr() as *const c_void,
@@ -137,9 +153,11 @@ pub fn get_items(src: &[u8], start: usize, nitems: usize, typesize: usize) -> Re
             out.as_mut_ptr() as *mut c_void,
         )
     };
-    if rc < 0 {
+    if rc < 0 || rc as usize != len {
         return Err(err(format!("getitem failed (code {rc})")));
     }
+    // SAFETY: getitem reported all `len` bytes written.
+    unsafe { out.set_len(len) };
     Ok(out)
 }
 
@@ -275,6 +293,41 @@ impl BytesToBytesCodec for BloscCodec {
             return Err(super::too_large("blosc", limit));
         }
         decompress(&bytes)
+    }
+
+    fn decodes_ranges(&self) -> bool {
+        true
+    }
+
+    fn decode_range(
+        &self,
+        bytes: &[u8],
+        range: Range<usize>,
+        decoded_len: usize,
+    ) -> Option<Result<Vec<u8>>> {
+        let nbytes = match cbuffer_sizes(bytes) {
+            Ok((n, _, _)) => n,
+            Err(e) => return Some(Err(e)),
+        };
+        if nbytes != decoded_len {
+            return Some(Err(err(format!(
+                "decodes to {nbytes} bytes, not the {decoded_len} of a chunk"
+            ))));
+        }
+        // getitem counts in the stored item size: a range that splits an
+        // item is decoded whole instead.
+        let typesize = stored_typesize(bytes);
+        if typesize == 0 || range.start % typesize != 0 || range.end % typesize != 0 {
+            return None;
+        }
+        let items = range.end.saturating_sub(range.start) / typesize;
+        Some(get_items_checked(
+            bytes,
+            nbytes,
+            range.start / typesize,
+            items,
+            typesize,
+        ))
     }
 
     fn to_v3(&self) -> Value {

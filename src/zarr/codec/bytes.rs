@@ -82,6 +82,10 @@ impl ArrayToBytesCodec for BytesCodec {
         repr.nbytes()
     }
 
+    fn decodes_elementwise(&self) -> bool {
+        true
+    }
+
     fn to_v3(&self) -> Value {
         match self.order {
             ByteOrder::Uniform(None) => json!({"name": "bytes"}),

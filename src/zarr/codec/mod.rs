@@ -25,6 +25,7 @@ pub fn transpose_fortran(ndim: usize) -> impl ArrayToArrayCodec {
 }
 
 use std::fmt::Debug;
+use std::ops::Range;
 
 use serde_json::Value;
 
@@ -83,6 +84,11 @@ pub trait ArrayToBytesCodec: Debug + Send + Sync {
     fn as_sharding(&self) -> Option<&ShardingCodec> {
         None
     }
+    /// Whether each element decodes from its own bytes alone (the `bytes`
+    /// codec), so that a run of elements decodes without the rest.
+    fn decodes_elementwise(&self) -> bool {
+        false
+    }
 }
 
 /// What a decoder may produce for a variable-length chunk, whose encoded
@@ -119,6 +125,23 @@ pub trait BytesToBytesCodec: Debug + Send + Sync {
             // Every compressor here expands incompressible input by far less.
             None => n.saturating_add(n / 16).saturating_add(1024),
         }
+    }
+    /// Whether [`BytesToBytesCodec::decode_range`] may decode less than the
+    /// whole value.
+    fn decodes_ranges(&self) -> bool {
+        false
+    }
+    /// Bytes `range` of the decoded value, decoding no more of it than they
+    /// need, when this codec can (Blosc decodes only the blocks holding
+    /// them). `None` when it cannot: decode the whole value instead.
+    /// `decoded_len` is what the whole value must decode to.
+    fn decode_range(
+        &self,
+        _bytes: &[u8],
+        _range: Range<usize>,
+        _decoded_len: usize,
+    ) -> Option<Result<Vec<u8>>> {
+        None
     }
     /// Bytes added whatever the input, when fixed (checksums); `None` for compressors.
     fn fixed_overhead(&self) -> Option<usize> {
@@ -184,6 +207,49 @@ impl CodecChain {
         }
         check_decoded(&data, decoded)?;
         Ok(data)
+    }
+
+    /// Whether [`CodecChain::decode_rows`] can decode part of a chunk: no
+    /// array→array codec, elementwise serialization of fixed-size elements,
+    /// and one bytes→bytes codec that may decode ranges.
+    pub fn decodes_rows(&self, decoded: &ChunkRepr) -> bool {
+        self.array_to_array.is_empty()
+            && self.array_to_bytes.decodes_elementwise()
+            && self.bytes_to_bytes.len() == 1
+            && self.bytes_to_bytes[0].decodes_ranges()
+            && decoded.nbytes().is_some()
+            && !decoded.shape.is_empty()
+    }
+
+    /// Rows `rows` of the outermost dimension of a chunk, decoding only the
+    /// stored blocks that hold them: what a window reads of a chunk it only
+    /// crosses. The result has the chunk's shape with `rows.len()` rows.
+    /// `None` when the chain or this chunk's encoding allows no partial
+    /// decode; decode the whole chunk then.
+    pub fn decode_rows(
+        &self,
+        bytes: &[u8],
+        decoded: &ChunkRepr,
+        rows: Range<usize>,
+    ) -> Option<Result<ArrayBytes>> {
+        if !self.decodes_rows(decoded) || rows.end > decoded.shape[0] || rows.is_empty() {
+            return None;
+        }
+        let nbytes = decoded.nbytes()?;
+        let row_bytes = nbytes / decoded.shape[0].max(1);
+        let range = rows.start * row_bytes..rows.end * row_bytes;
+        let part = match self.bytes_to_bytes[0].decode_range(bytes, range, nbytes)? {
+            Ok(part) => part,
+            Err(e) => return Some(Err(e)),
+        };
+        crate::metrics::count(&crate::metrics::CHUNKS_DECODED);
+        let mut repr = decoded.clone();
+        repr.shape[0] = rows.len();
+        Some(
+            self.array_to_bytes
+                .decode(part, &repr)
+                .and_then(|data| check_decoded(&data, &repr).map(|()| data)),
+        )
     }
 
     /// The most bytes a chunk of `decoded` can encode to, when bounded.
