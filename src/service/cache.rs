@@ -298,7 +298,7 @@ impl ZarrCache {
                 // One entry that fills much of the cache would evict
                 // everything else, and moka evicts lazily: such an entry is
                 // shared by the waiters of this load, then dropped.
-                if u64::from(entry.weight()) > self.capacity / 8 {
+                if !self.holds(entry.weight()) {
                     self.chunks.invalidate(&cache_key).await;
                 }
                 return Ok(entry);
@@ -311,6 +311,11 @@ impl ZarrCache {
             }
         }
         load().await
+    }
+
+    /// Whether an entry of `weight` is kept once loaded.
+    fn holds(&self, weight: u32) -> bool {
+        u64::from(weight) <= self.capacity / 8 && self.capacity > 0
     }
 
     /// The generation a read of `key` starts at; pass it to
@@ -391,6 +396,14 @@ pub struct CachedSource(pub Arc<ZarrCache>);
 #[async_trait]
 impl ChunkSource for CachedSource {
     async fn chunk(&self, array: &Array, key: &StoreKey) -> Result<Option<Arc<ArrayBytes>>> {
+        if self.0.capacity == 0 {
+            // Nothing is kept: a cache lookup and insert per chunk buys nothing.
+            self.0.counters.misses.fetch_add(1, Ordering::Relaxed);
+            return match array.store().get(key).await? {
+                Some(bytes) => decode_chunk(array, key, bytes).await.map(Some),
+                None => Ok(None),
+            };
+        }
         let entry = self
             .0
             .get_or_load(array, key, Part::Decoded, || async {
@@ -501,5 +514,26 @@ impl ChunkSource for CachedSource {
 
     fn invalidate(&self, key: &StoreKey) {
         self.0.invalidate_key(key.as_str());
+    }
+
+    fn keeps(&self, bytes: usize) -> bool {
+        let weight = u32::try_from(bytes.saturating_add(128)).unwrap_or(u32::MAX);
+        self.0.holds(weight)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_cache_keeps_decoded_chunks_up_to_an_eighth_of_itself() {
+        // Reads decode only the rows they need of chunks the cache would drop.
+        let source = CachedSource(ZarrCache::new(8 << 20, Recheck::Never));
+        // An entry weighs its bytes and 128 more.
+        assert!(source.keeps((1 << 20) - 128));
+        assert!(!source.keeps((1 << 20) - 127));
+        let off = CachedSource(ZarrCache::new(0, Recheck::Never));
+        assert!(!off.keeps(1));
     }
 }

@@ -4,6 +4,7 @@
 //! and copy the selected elements into the result.
 
 use std::collections::BTreeMap;
+use std::ops::Range;
 use std::sync::Arc;
 
 use futures::{StreamExt, TryStreamExt};
@@ -86,6 +87,9 @@ impl Array {
                 let out_shape = &out_shape;
                 async move {
                     let key = self.chunk_key(&coords)?;
+                    if let Some(rows) = self.partial_rows(&part) {
+                        return self.read_rows(&key, rows, part, out, out_shape).await;
+                    }
                     let Some(chunk) = self.source.chunk(self, &key).await? else {
                         return Ok(());
                     };
@@ -97,6 +101,68 @@ impl Array {
             .try_collect::<Vec<()>>()
             .await?;
         Ok(())
+    }
+
+    /// The outermost rows a chunk's part reads, when the read may decode
+    /// only those: the part leaves some rows out, nothing keeps the decoded
+    /// chunk for a later read, and the codecs can decode a run of rows.
+    fn partial_rows(&self, part: &ChunkPart) -> Option<Range<usize>> {
+        let ChunkPart::Block(maps) = part else {
+            return None;
+        };
+        let rows = maps.first()?.src.iter().fold(None, |acc, &i| match acc {
+            None => Some(i..i + 1),
+            Some(r) => Some(r.start.min(i)..r.end.max(i + 1)),
+        })?;
+        (rows.len() < self.chunk_repr.shape[0] && self.decodes_part_rows()).then_some(rows)
+    }
+
+    /// Whether reads decode only the outermost rows of a chunk they need:
+    /// the codecs allow it and the chunk source keeps no chunk (a source
+    /// that does wants whole chunks, for later reads).
+    pub fn decodes_part_rows(&self) -> bool {
+        self.chunk_repr
+            .nbytes()
+            .is_some_and(|n| !self.source.keeps(n))
+            && self.chain.decodes_rows(&self.chunk_repr)
+    }
+
+    /// Read rows `rows` of one chunk, decoding only the stored blocks that
+    /// hold them (the whole chunk when its encoding allows no less), and
+    /// copy the part into the output.
+    async fn read_rows(
+        &self,
+        key: &StoreKey,
+        rows: Range<usize>,
+        part: ChunkPart,
+        out: &Arc<Output>,
+        out_shape: &[usize],
+    ) -> Result<()> {
+        let Some(bytes) = self.store.get(key).await? else {
+            return Ok(());
+        };
+        let (array, key) = (self.clone(), key.clone());
+        let (chunk, shape, part) = run_blocking(move || {
+            let decoded = array
+                .chain
+                .decode_rows(&bytes, &array.chunk_repr, rows.clone());
+            Ok(match decoded {
+                Some(rows_data) => {
+                    let mut shape = array.chunk_repr.shape.clone();
+                    shape[0] = rows.len();
+                    (rows_data?, shape, shift_rows(part, rows.start))
+                }
+                None => (
+                    array.chain.decode(Vec::from(bytes), &array.chunk_repr)?,
+                    array.chunk_repr.shape.clone(),
+                    part,
+                ),
+            })
+        })
+        .await
+        .map_err(|e: ZarrError| e.for_chunk(key.as_str()))?;
+        self.scatter(Arc::new(chunk), shape, part, out, out_shape)
+            .await
     }
 
     /// The index of one shard, `None` when the shard is not stored.
@@ -264,6 +330,19 @@ fn part_bytes(part: &ChunkPart, elem: usize) -> usize {
         ChunkPart::Points(points) => points.len(),
     };
     elements.saturating_mul(if elem == 0 { 64 } else { elem })
+}
+
+/// A part of a chunk as a part of the chunk's rows from `start` on.
+fn shift_rows(part: ChunkPart, start: usize) -> ChunkPart {
+    match part {
+        ChunkPart::Block(mut maps) => {
+            if let Some(rows) = maps.first_mut() {
+                rows.src.iter_mut().for_each(|i| *i -= start);
+            }
+            ChunkPart::Block(maps)
+        }
+        points => points,
+    }
 }
 
 /// How often a shard read starts over when writers keep replacing the shard.

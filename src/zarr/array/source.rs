@@ -36,6 +36,13 @@ pub trait ChunkSource: Send + Sync + std::fmt::Debug {
 
     /// The value at `key` (a chunk or a shard) was written or deleted.
     fn invalidate(&self, _key: &StoreKey) {}
+
+    /// Whether a decoded chunk of `bytes` read through this source is kept
+    /// for later reads. When it is not, a read that needs only part of a
+    /// chunk may decode only that part, past this source.
+    fn keeps(&self, _bytes: usize) -> bool {
+        false
+    }
 }
 
 /// Reads straight from the store, decoding on the blocking pool.
@@ -189,6 +196,10 @@ impl ChunkSource for Recent {
             .into_iter()
             .map(|c| c.ok_or_else(|| ZarrError::Internal("an inner chunk was not read".into())))
             .collect()
+    }
+
+    fn keeps(&self, _bytes: usize) -> bool {
+        true
     }
 
     fn invalidate(&self, key: &StoreKey) {
