@@ -175,7 +175,10 @@ def section_slicing(ctx):
                 if ng:
                     # The same file for every layout: the answer does not depend on how the array is stored.
                     contenders["static .npy"] = lambda: static_slice(ctx, ng, sel)
-                res = measure.alternate(contenders, ctx.args.reps)
+                # A window costs milliseconds, where one slow sample moves a
+                # median of three: windows take three times the repetitions.
+                reps = ctx.args.reps * (3 if sel_name == "window" else 1)
+                res = measure.alternate(contenders, reps)
                 rows.append({"layout": layout, "selection": sel_name, "mb": mb(sel), **res})
                 print("slicing", layout, sel_name, report.brief(res, "seconds"))
         rss = {"zarrd warm": warm.peak_rss(), "zarrd cold": cold.peak_rss()}
