@@ -2,37 +2,24 @@
 //! default level every request is logged with its route, status and request
 //! id; at `warn` nothing is (and the layer is not there to cost anything).
 
-use std::io::{BufRead, BufReader, Read, Write};
+#[path = "common/process.rs"]
+mod process;
+
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 /// Run zarrd with `ZARRD_LOG` set to `level` (unset: the default), send one
 /// request with a known request id, stop the server, and return its log.
 fn log_of_one_request(level: Option<&str>) -> String {
     let dir = tempfile::tempdir().unwrap();
-    let mut command = Command::new(env!("CARGO_BIN_EXE_zarrd"));
-    command
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .arg(dir.path())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .env_remove("ZARRD_LOG");
-    if let Some(level) = level {
-        command.env("ZARRD_LOG", level);
-    }
-    let mut child = command.spawn().expect("zarrd starts");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .rsplit("http://")
-        .next()
-        .unwrap()
-        .trim_end_matches('/')
-        .to_string();
+    let (mut child, addr) = process::spawn(&[dir.path().as_os_str()], |command| {
+        command.stderr(Stdio::piped()).env_remove("ZARRD_LOG");
+        if let Some(level) = level {
+            command.env("ZARRD_LOG", level);
+        }
+    });
     let mut s = TcpStream::connect(&addr).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     write!(

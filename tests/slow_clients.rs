@@ -3,9 +3,12 @@
 //! the header timeout, and a streaming response holds its concurrency slot
 //! until its last byte, while liveness is never refused.
 
+#[path = "common/process.rs"]
+mod process;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 struct Server {
@@ -21,25 +24,10 @@ impl Drop for Server {
 }
 
 fn start(args: &[&str]) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_zarrd"))
-        .args(["serve", "--listen", "127.0.0.1:0"])
-        .args(args)
-        .env("ZARRD_LOG", "error")
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("zarrd starts");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .rsplit("http://")
-        .next()
-        .unwrap()
-        .trim_end_matches('/')
-        .to_string();
+    let args: Vec<&std::ffi::OsStr> = args.iter().map(std::ffi::OsStr::new).collect();
+    let (child, addr) = process::spawn(&args, |command| {
+        command.env("ZARRD_LOG", "error").stderr(Stdio::null());
+    });
     Server { child, addr }
 }
 
