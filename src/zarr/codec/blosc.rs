@@ -107,6 +107,11 @@ pub fn get_items(src: &[u8], start: usize, nitems: usize, typesize: usize) -> Re
     get_items_checked(src, nbytes, start, nitems, typesize)
 }
 
+/// Header flags: the buffer holds its bytes uncompressed.
+const MEMCPYED: c_int = 0x02;
+/// Header flags: reserved for a future format.
+const RESERVED: c_int = 0x08;
+
 /// The item size a validated Blosc buffer was shuffled with: what
 /// `blosc_getitem` counts in.
 fn stored_typesize(src: &[u8]) -> usize {
@@ -305,29 +310,35 @@ impl BytesToBytesCodec for BloscCodec {
         range: Range<usize>,
         decoded_len: usize,
     ) -> Option<Result<Vec<u8>>> {
-        let nbytes = match cbuffer_sizes(bytes) {
-            Ok((n, _, _)) => n,
-            Err(e) => return Some(Err(e)),
-        };
-        if nbytes != decoded_len {
-            return Some(Err(err(format!(
-                "decodes to {nbytes} bytes, not the {decoded_len} of a chunk"
-            ))));
-        }
+        // Anything unexpected is left to a whole decode, which either
+        // succeeds or says what is wrong: a part never fails where the
+        // whole chunk would decode.
+        let (nbytes, _, _) = cbuffer_sizes(bytes).ok()?;
         // getitem counts in the stored item size: a range that splits an
-        // item is decoded whole instead.
-        let typesize = stored_typesize(bytes);
-        if typesize == 0 || range.start % typesize != 0 || range.end % typesize != 0 {
+        // item is decoded whole. So are buffers getitem reads less carefully
+        // than a whole decode: flags reserved for future formats (a whole
+        // decode refuses them), and blocks split into streams per byte of
+        // an item whose size does not divide the block size (a whole decode
+        // sees the bytes left unwritten and fails; getitem would return
+        // them). No Blosc writes either.
+        // Flags from the header itself: blosc_cbuffer_metainfo masks them.
+        let (typesize, flags) = (stored_typesize(bytes), c_int::from(bytes[2]));
+        let blocksize = u32::from_le_bytes([bytes[8], bytes[9], bytes[10], bytes[11]]) as usize;
+        let memcpyed = flags & MEMCPYED != 0;
+        if nbytes != decoded_len
+            || nbytes == 0
+            || typesize == 0
+            || flags & RESERVED != 0
+            || (!memcpyed && blocksize % typesize != 0)
+            || range.start % typesize != 0
+            || range.end % typesize != 0
+        {
             return None;
         }
         let items = range.end.saturating_sub(range.start) / typesize;
-        Some(get_items_checked(
-            bytes,
-            nbytes,
-            range.start / typesize,
-            items,
-            typesize,
-        ))
+        get_items_checked(bytes, nbytes, range.start / typesize, items, typesize)
+            .ok()
+            .map(Ok)
     }
 
     fn to_v3(&self) -> Value {
@@ -356,5 +367,34 @@ mod tests {
         assert_eq!(get_items(&packed, 10, 3, 4).unwrap(), data[40..52]);
         assert!(get_items(&packed, 3999, 2, 4).is_err());
         assert!(decompress(&packed[..packed.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn ranges_are_decoded_whole_where_getitem_is_less_careful() {
+        let data: Vec<u8> = (0..40_000u32).flat_map(|i| (i / 7).to_le_bytes()).collect();
+        let codec = BloscCodec::new("lz4", 5, Shuffle::Byte, 4096, 4).unwrap();
+        let packed = codec.encode(data.clone()).unwrap();
+        let n = data.len();
+        let part = codec.decode_range(&packed, 4096..8192, n).unwrap().unwrap();
+        assert_eq!(part, data[4096..8192]);
+        // A range splitting an item.
+        assert!(codec.decode_range(&packed, 2..8192, n).is_none());
+        // A block size the item size does not divide: getitem would hand
+        // back bytes it never wrote.
+        let mut odd = packed.clone();
+        odd[8..12].copy_from_slice(&4097u32.to_le_bytes());
+        assert!(codec.decode_range(&odd, 4096..8192, n).is_none());
+        // Flags reserved for a future format.
+        let mut future = packed.clone();
+        future[2] |= 0x08;
+        assert!(codec.decode_range(&future, 4096..8192, n).is_none());
+        // A header that promises another size than the chunk's.
+        assert!(codec.decode_range(&packed, 0..4, n + 4).is_none());
+        // Nothing to decode (items of size 0).
+        let empty = BloscCodec::new("lz4", 5, Shuffle::Byte, 0, 1)
+            .unwrap()
+            .encode(Vec::new())
+            .unwrap();
+        assert!(codec.decode_range(&empty, 0..0, 0).is_none());
     }
 }
