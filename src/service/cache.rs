@@ -516,9 +516,11 @@ impl ChunkSource for CachedSource {
         self.0.invalidate_key(key.as_str());
     }
 
-    fn keeps(&self, bytes: usize) -> bool {
-        let weight = u32::try_from(bytes.saturating_add(128)).unwrap_or(u32::MAX);
-        self.0.holds(weight)
+    fn keeps(&self, _bytes: usize) -> bool {
+        // Even chunks too large to keep are loaded through the cache: it
+        // shares one load among concurrent readers and remembers chunks
+        // that are not stored.
+        self.0.capacity > 0
     }
 }
 
@@ -527,12 +529,9 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_cache_keeps_decoded_chunks_up_to_an_eighth_of_itself() {
-        // Reads decode only the rows they need of chunks the cache would drop.
-        let source = CachedSource(ZarrCache::new(8 << 20, Recheck::Never));
-        // An entry weighs its bytes and 128 more.
-        assert!(source.keeps((1 << 20) - 128));
-        assert!(!source.keeps((1 << 20) - 127));
+    fn reads_decode_part_of_a_chunk_only_with_the_cache_off() {
+        let on = CachedSource(ZarrCache::new(8 << 20, Recheck::Never));
+        assert!(on.keeps(1 << 30));
         let off = CachedSource(ZarrCache::new(0, Recheck::Never));
         assert!(!off.keeps(1));
     }

@@ -37,9 +37,9 @@ pub trait ChunkSource: Send + Sync + std::fmt::Debug {
     /// The value at `key` (a chunk or a shard) was written or deleted.
     fn invalidate(&self, _key: &StoreKey) {}
 
-    /// Whether a decoded chunk of `bytes` read through this source is kept
-    /// for later reads. When it is not, a read that needs only part of a
-    /// chunk may decode only that part, past this source.
+    /// Whether a decoded chunk of `bytes` read through this source may be
+    /// kept for later reads. When it is not, a read that needs only part of
+    /// a chunk may decode only that part, past this source.
     fn keeps(&self, _bytes: usize) -> bool {
         false
     }
@@ -123,6 +123,7 @@ impl ChunkSource for Direct {
 #[derive(Debug)]
 pub struct Recent {
     inner: Arc<dyn ChunkSource>,
+    budget: u64,
     kept: moka::future::Cache<RecentKey, Option<Arc<ArrayBytes>>>,
 }
 
@@ -143,7 +144,11 @@ impl Recent {
             // what it needs next, so no admission by frequency.
             .eviction_policy(moka::policy::EvictionPolicy::lru())
             .build();
-        Recent { inner, kept }
+        Recent {
+            inner,
+            budget,
+            kept,
+        }
     }
 }
 
@@ -198,8 +203,8 @@ impl ChunkSource for Recent {
             .collect()
     }
 
-    fn keeps(&self, _bytes: usize) -> bool {
-        true
+    fn keeps(&self, bytes: usize) -> bool {
+        self.inner.keeps(bytes) || bytes.saturating_add(128) as u64 <= self.budget
     }
 
     fn invalidate(&self, key: &StoreKey) {
