@@ -188,14 +188,8 @@ impl Store {
                 let range = result.range.clone();
                 let owned = key.clone().into_owned();
                 let body = match result.payload {
-                    // object_store streams local files in 8 KiB reads; serve
-                    // them in 1 MiB reads instead, each off the async threads.
                     object_store::GetResultPayload::File(file, _) => {
-                        let file = std::sync::Arc::new(local::OpenFile {
-                            file,
-                            meta: meta.clone(),
-                        });
-                        local::file_stream(file, range.clone(), owned)
+                        local::handed_file_stream(file, meta.clone(), range.clone(), owned)
                     }
                     object_store::GetResultPayload::Stream(stream) => stream
                         .map(move |chunk| chunk.map_err(|e| StoreError::from_backend(&owned, e)))

@@ -382,6 +382,19 @@ fn io_error(key: &StoreKey, e: std::io::Error) -> StoreError {
     }
 }
 
+/// A file object_store's local backend handed over (its
+/// `GetResultPayload::File`), `range` of it 1 MiB at a time: object_store
+/// would stream it in 8 KiB reads, each a trip to the blocking pool (a
+/// 1 MiB chunk: 128 trips, and as many threads started under load).
+pub(super) fn handed_file_stream(
+    file: std::fs::File,
+    meta: KeyMeta,
+    range: Range<u64>,
+    key: StoreKey,
+) -> BoxStream<'static, Result<Bytes, StoreError>> {
+    file_stream(Arc::new(OpenFile { file, meta }), range, key)
+}
+
 /// Bytes of an open file in `range`, 1 MiB at a time: from the page cache
 /// in place when it holds them, else on the blocking pool.
 pub(super) fn file_stream(

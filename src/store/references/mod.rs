@@ -442,11 +442,7 @@ impl ObjectStore for References {
                 // client's conditions against the key's, derived from it.
                 let meta = self.ranged_meta(key, url, *offset, *length, &got.meta)?;
                 options.check_preconditions(&meta)?;
-                Ok(super::get::answer(
-                    GetResultPayload::Stream(got.into_stream()),
-                    meta,
-                    range,
-                ))
+                Ok(super::get::answer(target_payload(key, got), meta, range))
             }
             Ref::Whole { url } => {
                 let (store, path) = self.target(key, url)?;
@@ -461,7 +457,7 @@ impl ObjectStore for References {
                         .get_opts(&path, GetOptions::new().with_range(Some(range.clone())))
                         .await
                         .map_err(|e| self.target_failed(key, url, e))?;
-                    GetResultPayload::Stream(got.into_stream())
+                    target_payload(key, got)
                 };
                 Ok(super::get::answer(payload, meta, range))
             }
@@ -624,6 +620,29 @@ impl Store {
         // The set refuses writes itself, saying why.
         store.read_only = true;
         store
+    }
+}
+
+/// A target's bytes as the answer for reference `key`: a local target file
+/// in 1 MiB reads (see [`super::local::handed_file_stream`]), any other as
+/// its store streams it.
+fn target_payload(key: &str, got: GetResult) -> GetResultPayload {
+    let Ok(store_key) = super::StoreKey::new(key) else {
+        return GetResultPayload::Stream(got.into_stream());
+    };
+    match got.payload {
+        GetResultPayload::File(file, _) => {
+            let meta = super::key_meta(&got.meta);
+            let body =
+                super::local::handed_file_stream(file, meta, got.range, store_key).map_err(|e| {
+                    object_store::Error::Generic {
+                        store: "references",
+                        source: Box::new(e),
+                    }
+                });
+            GetResultPayload::Stream(body.boxed())
+        }
+        stream => stream,
     }
 }
 
