@@ -49,7 +49,11 @@ fn main() -> std::process::ExitCode {
     };
     init_logging(config.log_format);
     raise_file_limit();
-    let runtime = match tokio::runtime::Runtime::new() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .max_blocking_threads(MAX_BLOCKING_THREADS)
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("zarrd: cannot start the runtime: {e}");
@@ -64,6 +68,14 @@ fn main() -> std::process::ExitCode {
         }
     }
 }
+
+/// Threads for blocking file I/O at most (tokio's default is 512). Stores
+/// zarrd reads through other crates (Icechunk repositories on a local
+/// directory) read files in 8 KiB pieces, each on this pool: one whole-array
+/// read started over 300 threads, and each kept its allocator's pages, so
+/// memory grew with every such read. 64 reads in flight keep local disks
+/// and network file systems busy.
+const MAX_BLOCKING_THREADS: usize = 64;
 
 /// Raise the soft limit on open files to the hard one: a server holds a
 /// descriptor per connection and per file it keeps open, and a soft limit
