@@ -9,9 +9,11 @@
 //! superseded there (or the fill value when none covered it). This fails on
 //! any lost acknowledged write and allows any order of writes that overlapped.
 
-use std::io::{BufRead, BufReader};
+#[path = "common/process.rs"]
+mod process;
+
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{json, Value};
@@ -23,34 +25,19 @@ struct Server {
 
 impl Server {
     fn start(dir: &Path) -> Server {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_zarrd"))
-            .args([
-                "serve",
-                dir.to_str().unwrap(),
-                "--listen",
-                "127.0.0.1:0",
-                "--allow-anonymous-writes",
-                "--recheck-cached",
-                "always",
-            ])
-            .env("ZARRD_LOG", "error")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("zarrd starts");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let url = line
-            .trim()
-            .rsplit(' ')
-            .next()
-            .unwrap()
-            .trim_end_matches('/')
-            .to_string();
-        assert!(url.starts_with("http://127.0.0.1:"), "{line}");
-        Server { child, url }
+        let args = [
+            dir.as_os_str(),
+            "--allow-anonymous-writes".as_ref(),
+            "--recheck-cached".as_ref(),
+            "always".as_ref(),
+        ];
+        let (child, addr) = process::spawn(&args, |command| {
+            command.env("ZARRD_LOG", "error").stderr(Stdio::null());
+        });
+        Server {
+            child,
+            url: format!("http://{addr}"),
+        }
     }
 
     fn kill(&mut self) {
