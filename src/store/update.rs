@@ -150,40 +150,73 @@ impl<E: From<StoreError> + Send> UpdateError for E {}
 struct FileLock(std::fs::File);
 
 impl FileLock {
+    /// Take the lock, waiting off the blocking pool: each try is a short
+    /// blocking call, and the waits between tries are async sleeps. A
+    /// blocking `flock` would hold a thread of that bounded pool for as long
+    /// as another process holds the lock, and enough such waits in two
+    /// replicas would end up waiting on each other's writes.
     async fn acquire(dir: PathBuf, key: &str) -> Result<FileLock, StoreError> {
         let name = format!("{:04x}.lock", key_hash(key) % STRIPES as u64);
-        let key = key.to_string();
-        tokio::task::spawn_blocking(move || {
-            let fail = |e: std::io::Error| StoreError::Backend {
-                key: key.clone(),
-                source: object_store::Error::Generic {
-                    store: "LocalFileSystem",
-                    source: Box::new(e),
-                },
-            };
-            std::fs::create_dir_all(&dir).map_err(fail)?;
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(dir.join(name))
-                .map_err(fail)?;
-            use std::os::fd::AsRawFd;
-            // SAFETY: flock on a file descriptor this function owns; it blocks until granted.
-            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
-            if rc != 0 {
-                return Err(fail(std::io::Error::last_os_error()));
-            }
-            Ok(FileLock(file))
-        })
-        .await
-        .map_err(|e| StoreError::Backend {
+        let owned = key.to_string();
+        let fail = move |e: std::io::Error| StoreError::Backend {
+            key: owned.clone(),
+            source: object_store::Error::Generic {
+                store: "LocalFileSystem",
+                source: Box::new(e),
+            },
+        };
+        let joined = |e: tokio::task::JoinError| StoreError::Backend {
             key: String::new(),
             source: object_store::Error::Generic {
                 store: "LocalFileSystem",
                 source: Box::new(e),
             },
-        })?
+        };
+        let opened = tokio::task::spawn_blocking(move || {
+            std::fs::create_dir_all(&dir)?;
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(dir.join(name))?;
+            try_lock(file)
+        })
+        .await
+        .map_err(joined)?;
+        let mut pause = Duration::from_micros(100);
+        let mut attempt = opened.map_err(&fail)?;
+        loop {
+            match attempt {
+                Ok(lock) => return Ok(lock),
+                Err(file) => {
+                    tokio::time::sleep(pause).await;
+                    pause = (pause * 2).min(Duration::from_millis(5));
+                    attempt = tokio::task::spawn_blocking(move || try_lock(file))
+                        .await
+                        .map_err(joined)?
+                        .map_err(&fail)?;
+                }
+            }
+        }
+    }
+}
+
+/// One try at an exclusive `flock` on `file`: the lock, or the file back
+/// when another holder has it.
+fn try_lock(file: std::fs::File) -> std::io::Result<Result<FileLock, std::fs::File>> {
+    use std::os::fd::AsRawFd;
+    loop {
+        // SAFETY: flock on a file descriptor this function owns; LOCK_NB never waits.
+        let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc == 0 {
+            return Ok(Ok(FileLock(file)));
+        }
+        let e = std::io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EWOULDBLOCK) => return Ok(Err(file)),
+            Some(libc::EINTR) => continue,
+            _ => return Err(e),
+        }
     }
 }
 
@@ -354,3 +387,35 @@ impl Updater {
 
 /// The shared updater of a store, for callers that hold the store.
 pub type SharedUpdater = Arc<Updater>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Waiting for a file lock another holder has must not take a thread of
+    /// the blocking pool: with one such thread, other file I/O still runs.
+    #[test]
+    fn waiting_for_a_file_lock_holds_no_blocking_thread() {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .max_blocking_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let locks = dir.path().join("locks");
+        runtime.block_on(async {
+            // Another holder: a lock on a descriptor of its own, as another process has.
+            let held = FileLock::acquire(locks.clone(), "a/0").await.unwrap();
+            let waiter = tokio::spawn(FileLock::acquire(locks.clone(), "a/0"));
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let io = tokio::task::spawn_blocking(|| 7);
+            let ran = tokio::time::timeout(Duration::from_secs(5), io).await;
+            assert_eq!(ran.expect("other file I/O ran").unwrap(), 7);
+            assert!(!waiter.is_finished(), "the lock is still held");
+            drop(held);
+            let got = tokio::time::timeout(Duration::from_secs(5), waiter).await;
+            assert!(got.expect("the waiter got the lock").unwrap().is_ok());
+        });
+    }
+}
