@@ -203,12 +203,11 @@ async fn stream(
     });
     // Slabs that never come back to a chunk (a window, or whole chunk rows)
     // skip it: a per-stream cache costs its setup and an insert per chunk.
-    let array = match slabs_revisit_chunks(&slabs, &chunk_shape) {
-        true => {
-            let recent = Recent::new(array.source().clone(), per_slab.min(MAX_RECENT_BYTES));
-            array.clone().with_source(Arc::new(recent))
-        }
-        false => array,
+    let array = if slabs_revisit_chunks(&slabs, &chunk_shape) {
+        let recent = Recent::new(array.source().clone(), per_slab.min(MAX_RECENT_BYTES));
+        array.with_source(Arc::new(recent))
+    } else {
+        array
     };
     let dtype = array.metadata().dtype.clone();
     let convert = move |data: ArrayBytes| -> Result<Bytes> {

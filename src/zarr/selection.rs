@@ -511,9 +511,12 @@ pub fn slabs_revisit_chunks(slabs: &[Resolved], chunk_shape: &[u64]) -> bool {
         let first: Vec<u64> = dims
             .iter()
             .zip(chunk_shape)
-            .map(|(d, &c)| match d.indices.is_empty() {
-                true => 0,
-                false => d.indices.get(0) / c.max(1),
+            .map(|(d, &c)| {
+                if d.indices.is_empty() {
+                    0
+                } else {
+                    d.indices.get(0) / c.max(1)
+                }
             })
             .collect();
         if !seen.insert(first) {
