@@ -21,7 +21,7 @@ use serde::Serialize;
 
 use crate::config::Recheck;
 use crate::store::{Change, KeyMeta, Store, StoreError, StoreKey};
-use crate::zarr::array::source::{decode_chunk, fetch_inner_chunks};
+use crate::zarr::array::source::{decode_chunk, fetch_inner_chunks, Settle};
 use crate::zarr::array::ChunkSource;
 use crate::zarr::codec::ShardIndex;
 use crate::zarr::{Array, ArrayBytes, Hierarchy, NodeMetadata, Result, ZarrError};
@@ -130,6 +130,7 @@ pub struct ZarrCache {
     below: RwLock<HashMap<String, u64>>,
     recheck: Recheck,
     capacity: u64,
+    settle: Settle,
     counters: Arc<Counters>,
 }
 
@@ -156,6 +157,7 @@ impl ZarrCache {
             below: RwLock::new(HashMap::new()),
             recheck,
             capacity,
+            settle: Settle::new(capacity),
             counters,
         })
     }
@@ -300,6 +302,9 @@ impl ZarrCache {
                 // shared by the waiters of this load, then dropped.
                 if !self.holds(entry.weight()) {
                     self.chunks.invalidate(&cache_key).await;
+                } else {
+                    let weight = u64::from(entry.weight());
+                    self.settle.inserted(&self.chunks, weight).await;
                 }
                 return Ok(entry);
             }
@@ -359,9 +364,11 @@ impl ZarrCache {
         self.counters.misses.fetch_add(1, Ordering::Relaxed);
         let e_tag = meta.version.e_tag.clone();
         let entry = Entry::new(Value::Stored(bytes, meta), e_tag);
+        let weight = u64::from(entry.weight());
         self.chunks
             .insert((key.as_str().to_string(), generation, Part::Stored), entry)
             .await;
+        self.settle.inserted(&self.chunks, weight).await;
     }
 
     /// Node metadata at `path`, cached as the recheck policy allows.
@@ -387,8 +394,6 @@ impl ZarrCache {
     }
 }
 
-/// moka shares a failed load's error among waiters; give each its own copy,
-/// of the same kind (a store outage stays a store error for every waiter).
 /// The cache as the engine's chunk source.
 #[derive(Debug, Clone)]
 pub struct CachedSource(pub Arc<ZarrCache>);
@@ -495,13 +500,16 @@ impl ChunkSource for CachedSource {
             let ranges: Vec<(usize, Range<u64>)> = missing.iter().map(|(_, w)| w.clone()).collect();
             let fetched = fetch_inner_chunks(array, key, index, &ranges).await?;
             for ((slot, (i, _)), chunk) in missing.into_iter().zip(fetched) {
+                let entry = Entry::new(Value::Chunk(chunk.clone()), None);
+                let weight = u64::from(entry.weight());
                 self.0
                     .chunks
                     .insert(
                         (key.as_str().to_string(), gen, Part::Inner(i, version)),
-                        Entry::new(Value::Chunk(chunk.clone()), None),
+                        entry,
                     )
                     .await;
+                self.0.settle.inserted(&self.0.chunks, weight).await;
                 out[slot] = Some(chunk);
             }
         }
@@ -534,5 +542,22 @@ mod tests {
         assert!(on.keeps(1 << 30));
         let off = CachedSource(ZarrCache::new(0, Recheck::Never));
         assert!(!off.keeps(1));
+    }
+
+    #[tokio::test]
+    async fn cached_chunks_stay_near_the_capacity() {
+        use crate::zarr::array::source::tests::{array_of_chunks, held};
+        let array = array_of_chunks(48).await;
+        let capacity = 1 << 20;
+        let source = CachedSource(ZarrCache::new(capacity, Recheck::Never));
+        let mut seen = Vec::new();
+        for i in 0..48 {
+            let key = array.chunk_key(&[i, 0]).unwrap();
+            let chunk = source.chunk(&array, &key).await.unwrap().unwrap();
+            seen.push(Arc::downgrade(&chunk));
+        }
+        // Without settling, moka would hold all 3 MiB until its 64th write.
+        let bound = capacity as usize + capacity as usize / 8 + (64 << 10) + 4096;
+        assert!(held(&seen) <= bound, "{} > {bound}", held(&seen));
     }
 }

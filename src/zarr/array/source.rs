@@ -3,7 +3,9 @@
 //! plugs in a cache. Keeping the cache behind this trait keeps the engine
 //! free of any caching policy.
 
+use std::hash::Hash;
 use std::ops::Range;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -112,6 +114,40 @@ impl ChunkSource for Direct {
     }
 }
 
+/// Keeps a moka cache of large values near its byte bound. moka applies
+/// inserts to the bound in batches, after 64 writes or so: a cache of 4 MiB
+/// chunks with a 64 MiB bound held four times that between batches
+/// (measured while streaming a whole array). Counting the bytes inserted
+/// since the bound was last applied, and applying it once they pass an
+/// eighth of the bound, keeps the overshoot to that eighth and one entry.
+#[derive(Debug)]
+pub struct Settle {
+    unsettled: AtomicU64,
+    slack: u64,
+}
+
+impl Settle {
+    pub fn new(capacity: u64) -> Self {
+        Settle {
+            unsettled: AtomicU64::new(0),
+            slack: (capacity / 8).max(1),
+        }
+    }
+
+    /// `weight` bytes were just inserted into `cache`.
+    pub async fn inserted<K, V>(&self, cache: &moka::future::Cache<K, V>, weight: u64)
+    where
+        K: Hash + Eq + Send + Sync + 'static,
+        V: Clone + Send + Sync + 'static,
+    {
+        let before = self.unsettled.fetch_add(weight, Ordering::Relaxed);
+        if before.saturating_add(weight) >= self.slack {
+            self.unsettled.store(0, Ordering::Relaxed);
+            cache.run_pending_tasks().await;
+        }
+    }
+}
+
 /// The chunks one reader decoded last, up to a byte budget, in front of
 /// another source. A selection streamed slab by slab asks for the same
 /// chunks again whenever slabs split a chunk row (and two slabs are read at
@@ -125,6 +161,13 @@ pub struct Recent {
     inner: Arc<dyn ChunkSource>,
     budget: u64,
     kept: moka::future::Cache<RecentKey, Option<Arc<ArrayBytes>>>,
+    settle: Settle,
+}
+
+/// What [`Recent`] weighs an entry: a missing chunk weighs its entry too,
+/// so a sparse array cannot let the entries grow without bound.
+fn recent_weight(chunk: &Option<Arc<ArrayBytes>>) -> u64 {
+    chunk.as_ref().map_or(0, |c| c.footprint() as u64) + 128
 }
 
 /// A chunk key, with the inner chunk and the shard version for inner chunks.
@@ -134,11 +177,8 @@ impl Recent {
     pub fn new(inner: Arc<dyn ChunkSource>, budget: u64) -> Self {
         let kept = moka::future::Cache::builder()
             .max_capacity(budget)
-            // A missing chunk weighs its entry too: a sparse array must not
-            // let the entries grow without bound.
             .weigher(|_, c: &Option<Arc<ArrayBytes>>| {
-                let bytes = c.as_ref().map_or(0, |c| c.footprint()) + 128;
-                u32::try_from(bytes).unwrap_or(u32::MAX)
+                u32::try_from(recent_weight(c)).unwrap_or(u32::MAX)
             })
             // A reader moves on through the array: what it used last is
             // what it needs next, so no admission by frequency.
@@ -148,6 +188,7 @@ impl Recent {
             inner,
             budget,
             kept,
+            settle: Settle::new(budget),
         }
     }
 }
@@ -155,12 +196,21 @@ impl Recent {
 #[async_trait]
 impl ChunkSource for Recent {
     async fn chunk(&self, array: &Array, key: &StoreKey) -> Result<Option<Arc<ArrayBytes>>> {
-        self.kept
+        let loaded = AtomicBool::new(false);
+        let chunk = self
+            .kept
             .try_get_with((key.as_str().to_string(), None), async {
+                loaded.store(true, Ordering::Relaxed);
                 self.inner.chunk(array, key).await
             })
             .await
-            .map_err(ZarrError::unshare)
+            .map_err(ZarrError::unshare)?;
+        if loaded.load(Ordering::Relaxed) {
+            self.settle
+                .inserted(&self.kept, recent_weight(&chunk))
+                .await;
+        }
+        Ok(chunk)
     }
 
     async fn shard_index(&self, array: &Array, key: &StoreKey) -> Result<Option<Arc<ShardIndex>>> {
@@ -192,8 +242,12 @@ impl ChunkSource for Recent {
             let mut fetched = missing.iter().zip(fetched);
             for slot in found.iter_mut().filter(|f| f.is_none()) {
                 if let Some(((i, _), chunk)) = fetched.next() {
-                    self.kept.insert(id(*i), Some(chunk.clone())).await;
-                    *slot = Some(chunk);
+                    let chunk = Some(chunk);
+                    self.kept.insert(id(*i), chunk.clone()).await;
+                    self.settle
+                        .inserted(&self.kept, recent_weight(&chunk))
+                        .await;
+                    *slot = chunk;
                 }
             }
         }
@@ -211,5 +265,57 @@ impl ChunkSource for Recent {
         self.inner.invalidate(key);
         // Rare (a shard replaced mid-read): drop everything rather than scan.
         self.kept.invalidate_all();
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use std::sync::Weak;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::store::Store;
+    use crate::zarr::metadata::v2;
+    use crate::zarr::Selection;
+
+    /// An array of `chunks` stored chunks of 64 KiB each, every one written.
+    pub(crate) async fn array_of_chunks(chunks: u64) -> Array {
+        let doc = json!({"zarr_format": 2, "shape": [128 * chunks, 128], "chunks": [128, 128],
+            "dtype": "<f4", "fill_value": 0, "order": "C", "filters": null, "compressor": null});
+        let meta = v2::parse_array("a/.zarray", &doc, None).unwrap();
+        let array = Array::new(Store::memory(), StoreKey::new("a").unwrap(), meta).unwrap();
+        let all = Selection::parse(":,:")
+            .unwrap()
+            .resolve(&[128 * chunks, 128])
+            .unwrap();
+        let ones = 1f32.to_le_bytes().repeat((128 * 128 * chunks) as usize);
+        array.write(&all, ArrayBytes::Fixed(ones)).await.unwrap();
+        array
+    }
+
+    /// Bytes of the chunks in `seen` something still holds.
+    pub(crate) fn held(seen: &[Weak<ArrayBytes>]) -> usize {
+        seen.iter()
+            .filter_map(Weak::upgrade)
+            .map(|c| c.footprint())
+            .sum()
+    }
+
+    #[tokio::test]
+    async fn a_stream_s_recent_chunks_stay_near_their_budget() {
+        let array = array_of_chunks(48).await;
+        let budget = 256 << 10;
+        let recent = Recent::new(Arc::new(Direct), budget);
+        let mut seen = Vec::new();
+        for i in 0..48 {
+            let key = array.chunk_key(&[i, 0]).unwrap();
+            let chunk = recent.chunk(&array, &key).await.unwrap().unwrap();
+            seen.push(Arc::downgrade(&chunk));
+        }
+        // 48 inserts are fewer than moka applies to its bound at once: all
+        // 3 MiB would still be held without settling.
+        let bound = budget as usize + budget as usize / 8 + (64 << 10) + 4096;
+        assert!(held(&seen) <= bound, "{} > {bound}", held(&seen));
     }
 }
