@@ -21,7 +21,7 @@ use serde::Serialize;
 
 use crate::config::Recheck;
 use crate::store::{Change, KeyMeta, Store, StoreError, StoreKey};
-use crate::zarr::array::source::{decode_chunk, fetch_inner_chunks, Settle};
+use crate::zarr::array::source::{decode_chunk, fetch_inner_chunks, load_chunks, Settle};
 use crate::zarr::array::ChunkSource;
 use crate::zarr::codec::ShardIndex;
 use crate::zarr::{Array, ArrayBytes, Hierarchy, NodeMetadata, Result, ZarrError};
@@ -425,6 +425,19 @@ impl ChunkSource for CachedSource {
             Value::Chunk(c) => Some(c.clone()),
             _ => None,
         })
+    }
+
+    async fn chunks(
+        &self,
+        array: &Array,
+        keys: &[StoreKey],
+    ) -> Result<Vec<Option<Arc<ArrayBytes>>>> {
+        if self.0.capacity == 0 {
+            let n = keys.len() as u64;
+            self.0.counters.misses.fetch_add(n, Ordering::Relaxed);
+            return load_chunks(array, keys).await;
+        }
+        futures::future::try_join_all(keys.iter().map(|key| self.chunk(array, key))).await
     }
 
     async fn shard_index(&self, array: &Array, key: &StoreKey) -> Result<Option<Arc<ShardIndex>>> {

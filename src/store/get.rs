@@ -32,6 +32,35 @@ impl Store {
         }
     }
 
+    /// Whole values of several keys, in the order given, `None` for a
+    /// missing key. Keys of one local directory are read in one trip to the
+    /// blocking pool; others are read concurrently.
+    pub async fn get_many(&self, keys: &[StoreKey]) -> Result<Vec<Option<Bytes>>, StoreError> {
+        let mut local_keys = Vec::with_capacity(keys.len());
+        let mut dir = None;
+        for key in keys {
+            let (store, inner) = self.route(key)?;
+            match (&store.local, dir) {
+                (Some(local), None) => dir = Some(local),
+                (Some(local), Some(d)) if local.same_dir(d) => {}
+                _ => {
+                    let gets = keys.iter().map(|k| self.get(k));
+                    return futures::future::try_join_all(gets).await;
+                }
+            }
+            local_keys.push(inner.into_owned());
+        }
+        let Some(dir) = dir else {
+            return Ok(Vec::new());
+        };
+        Ok(dir
+            .get_many_whole(local_keys)
+            .await?
+            .into_iter()
+            .map(|v| v.map(|(bytes, _)| bytes))
+            .collect())
+    }
+
     /// A byte range of a value.
     pub async fn get_range(&self, key: &StoreKey, range: Range<u64>) -> Result<Bytes, StoreError> {
         let (store, key) = self.route(key)?;

@@ -36,6 +36,10 @@ use super::{path_of, GetResponse, KeyMeta, StoreError, StoreKey, StoreRange, Ver
 /// How much one trip to the blocking pool reads.
 const BLOCK: u64 = 1 << 20;
 
+/// A file opened for a read: the handle, the range it serves, and the
+/// first block of that range.
+type Opened = (Arc<OpenFile>, Range<u64>, Bytes);
+
 /// Reads of one local directory, confined to it as every other access is.
 #[derive(Debug, Clone)]
 pub(super) struct LocalReads {
@@ -51,6 +55,11 @@ impl LocalReads {
         self.dir
             .file_path(&path_of(key))
             .map_err(|e| StoreError::from_backend(key, e))
+    }
+
+    /// Whether `other` reads the same directory.
+    pub(super) fn same_dir(&self, other: &LocalReads) -> bool {
+        Arc::ptr_eq(&self.dir, &other.dir)
     }
 
     /// Keep files open between reads for `ttl` (see [`super::open_files`]).
@@ -80,24 +89,39 @@ impl LocalReads {
         key: &StoreKey,
         range: Option<StoreRange>,
         first_block: u64,
-    ) -> Result<Option<(Arc<OpenFile>, Range<u64>, Bytes)>, StoreError> {
+    ) -> Result<Option<Opened>, StoreError> {
         let path = self.path(key)?;
         let (dir, owned) = (self.dir.clone(), key.clone());
         blocking(key, move || {
-            let ticket = dir.open_files.ticket(owned.as_str());
-            let Some(opened) = open_file(&dir, &owned, &path)? else {
-                return Ok(None);
-            };
-            let range = match range {
-                None => 0..opened.meta.size,
-                Some(r) => resolve(&owned, r, opened.meta.size)?,
-            };
-            let len = (range.end - range.start).min(first_block) as usize;
-            let first = read_at(&opened.file, range.start, len).map_err(|e| io_error(&owned, e))?;
-            let opened = Arc::new(opened);
-            dir.open_files
-                .remember(owned.as_str().to_string(), opened.clone(), ticket);
-            Ok(Some((opened, range, Bytes::from(first))))
+            open_read_now(&dir, &owned, &path, range, first_block)
+        })
+        .await
+    }
+
+    /// Whole values of several keys with their metadata, as the files are
+    /// now, in one trip to the blocking pool: a window over many small
+    /// chunks otherwise pays a thread hand-off per file, more than reading
+    /// it. `None` for a missing key.
+    pub(super) async fn get_many_whole(
+        &self,
+        keys: Vec<StoreKey>,
+    ) -> Result<Vec<Option<(Bytes, KeyMeta)>>, StoreError> {
+        let Some(first) = keys.first().cloned() else {
+            return Ok(Vec::new());
+        };
+        let paths = keys
+            .iter()
+            .map(|k| self.path(k))
+            .collect::<Result<Vec<_>, _>>()?;
+        let dir = self.dir.clone();
+        blocking(&first, move || {
+            keys.iter()
+                .zip(&paths)
+                .map(|(key, path)| {
+                    Ok(open_read_now(&dir, key, path, None, u64::MAX)?
+                        .map(|(opened, _, bytes)| (bytes, opened.meta.clone())))
+                })
+                .collect()
         })
         .await
     }
@@ -111,7 +135,7 @@ impl LocalReads {
         range: Option<StoreRange>,
         first_block: u64,
         kept_ok: bool,
-    ) -> Result<Option<(Arc<OpenFile>, Range<u64>, Bytes)>, StoreError> {
+    ) -> Result<Option<Opened>, StoreError> {
         if let Some(kept) = kept_ok
             .then(|| self.dir.open_files.get(key.as_str()))
             .flatten()
@@ -224,6 +248,32 @@ impl LocalReads {
             .await?
             .map(|(opened, _, bytes)| (bytes, opened.meta.clone())))
     }
+}
+
+/// Open the file at `path` as it is now and read the first `first_block`
+/// bytes of `range`; the file is kept open for later reads when files are
+/// kept open. Blocking.
+fn open_read_now(
+    dir: &ConfinedDir,
+    key: &StoreKey,
+    path: &std::path::Path,
+    range: Option<StoreRange>,
+    first_block: u64,
+) -> Result<Option<Opened>, StoreError> {
+    let ticket = dir.open_files.ticket(key.as_str());
+    let Some(opened) = open_file(dir, key, path)? else {
+        return Ok(None);
+    };
+    let range = match range {
+        None => 0..opened.meta.size,
+        Some(r) => resolve(key, r, opened.meta.size)?,
+    };
+    let len = (range.end - range.start).min(first_block) as usize;
+    let first = read_at(&opened.file, range.start, len).map_err(|e| io_error(key, e))?;
+    let opened = Arc::new(opened);
+    dir.open_files
+        .remember(key.as_str().to_string(), opened.clone(), ticket);
+    Ok(Some((opened, range, Bytes::from(first))))
 }
 
 fn etag_of(meta: &KeyMeta) -> Option<&str> {

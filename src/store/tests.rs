@@ -512,6 +512,25 @@ async fn reads_conform(store: &Store, lacks: Lacks) {
     );
     assert!(store.get(&k("a/nope")).await.unwrap().is_none());
     assert!(store.head(&k("a/nope")).await.unwrap().is_none());
+    // several values at once, in the order asked, misses as `None`
+    let many = store
+        .get_many(&[k("a/c/d"), k("a/nope"), k("a/b"), k("a/c/d")])
+        .await
+        .unwrap();
+    assert_eq!(
+        many,
+        vec![
+            Some(Bytes::from_static(b"x")),
+            None,
+            Some(Bytes::from_static(b"0123456789")),
+            Some(Bytes::from_static(b"x")),
+        ]
+    );
+    assert!(store.get_many(&[]).await.unwrap().is_empty());
+    assert!(matches!(
+        store.get_many(&[k("a/b"), k("__zarrd/locks/x")]).await,
+        Err(StoreError::InvalidKey { .. })
+    ));
     // ranges, suffixes, vectored ranges
     assert_eq!(store.get_range(&k("a/b"), 2..5).await.unwrap(), &b"234"[..]);
     let (suffix, meta) = store.get_suffix(&k("a/b"), 3).await.unwrap().unwrap();

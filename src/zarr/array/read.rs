@@ -82,6 +82,9 @@ impl Array {
     async fn read_chunked(&self, selection: &Resolved, out: &Arc<Output>) -> Result<()> {
         let out_shape = selection.block_shape();
         let parts = selection.chunks(&self.meta.chunk_shape);
+        if let Some(per_load) = self.chunks_per_load().filter(|_| parts.len() > 1) {
+            return self.read_loads(parts, per_load, out, &out_shape).await;
+        }
         futures::stream::iter(parts)
             .map(|(coords, part)| {
                 let out_shape = &out_shape;
@@ -98,6 +101,51 @@ impl Array {
                 }
             })
             .buffer_unordered(CHUNK_CONCURRENCY)
+            .try_collect::<Vec<()>>()
+            .await?;
+        Ok(())
+    }
+
+    /// How many chunks one load reads and decodes together: small chunks
+    /// nothing keeps. A window over many of them otherwise pays two thread
+    /// hand-offs (file read, decode) per chunk, more than the chunk's work.
+    fn chunks_per_load(&self) -> Option<usize> {
+        let bytes = self.chunk_repr.nbytes().filter(|&n| n > 0)?;
+        (bytes <= LOADED_TOGETHER_MAX && !self.source.keeps(bytes))
+            .then(|| (LOAD_BYTES / bytes).clamp(1, 64))
+    }
+
+    /// Read `parts` `per_load` chunks at a time, the loads in parallel.
+    async fn read_loads(
+        &self,
+        parts: Vec<(Vec<u64>, ChunkPart)>,
+        per_load: usize,
+        out: &Arc<Output>,
+        out_shape: &[usize],
+    ) -> Result<()> {
+        let mut loads = Vec::with_capacity(parts.len().div_ceil(per_load));
+        let mut parts = parts.into_iter().peekable();
+        while parts.peek().is_some() {
+            let mut keys = Vec::with_capacity(per_load);
+            let mut load = Vec::with_capacity(per_load);
+            for (coords, part) in parts.by_ref().take(per_load) {
+                keys.push(self.chunk_key(&coords)?);
+                load.push(part);
+            }
+            loads.push((keys, load));
+        }
+        futures::stream::iter(loads)
+            .map(|(keys, load)| async move {
+                let chunks = self.source.chunks(self, &keys).await?;
+                for (chunk, part) in chunks.into_iter().zip(load) {
+                    if let Some(chunk) = chunk {
+                        let shape = self.chunk_repr.shape.clone();
+                        self.scatter(chunk, shape, part, out, out_shape).await?;
+                    }
+                }
+                Ok::<(), ZarrError>(())
+            })
+            .buffer_unordered(LOADS_AT_ONCE)
             .try_collect::<Vec<()>>()
             .await?;
         Ok(())
@@ -321,6 +369,14 @@ impl Array {
 /// Parts up to this size are copied on the async thread: a 256 KiB copy
 /// takes ~20 µs, about what handing it to the blocking pool and back costs.
 const INLINE_COPY_BYTES: usize = 256 << 10;
+
+/// Chunks up to this size (decoded) are loaded several at a time when
+/// nothing keeps them ([`Array::chunks_per_load`]).
+const LOADED_TOGETHER_MAX: usize = 64 << 10;
+/// Decoded bytes one load of small chunks aims at.
+const LOAD_BYTES: usize = 512 << 10;
+/// Loads of small chunks in flight for one read.
+const LOADS_AT_ONCE: usize = 4;
 
 /// Bytes a chunk's part puts into the output (a variable-length element
 /// counts as an allocation and a copy of a typical string).

@@ -36,6 +36,16 @@ pub trait ChunkSource: Send + Sync + std::fmt::Debug {
         wanted: &[(usize, Range<u64>)],
     ) -> Result<Vec<Arc<ArrayBytes>>>;
 
+    /// The decoded chunks at `keys`, in that order. A source that keeps
+    /// nothing loads them together (see [`load_chunks`]).
+    async fn chunks(
+        &self,
+        array: &Array,
+        keys: &[StoreKey],
+    ) -> Result<Vec<Option<Arc<ArrayBytes>>>> {
+        futures::future::try_join_all(keys.iter().map(|key| self.chunk(array, key))).await
+    }
+
     /// The value at `key` (a chunk or a shard) was written or deleted.
     fn invalidate(&self, _key: &StoreKey) {}
 
@@ -59,6 +69,26 @@ pub async fn decode_chunk(
 ) -> Result<Arc<ArrayBytes>> {
     let (array, key) = (array.clone(), key.clone());
     run_blocking(move || array.decode_chunk(&key, Vec::from(bytes)).map(Arc::new)).await
+}
+
+/// Read several chunks in one store call (one trip to the blocking pool
+/// for a local directory) and decode them in one task: for small chunks
+/// the hand-offs between threads cost more than the reads and decodes.
+pub async fn load_chunks(array: &Array, keys: &[StoreKey]) -> Result<Vec<Option<Arc<ArrayBytes>>>> {
+    let stored = array.store().get_many(keys).await?;
+    let (array, keys) = (array.clone(), keys.to_vec());
+    run_blocking(move || {
+        stored
+            .into_iter()
+            .zip(&keys)
+            .map(|(bytes, key)| {
+                bytes
+                    .map(|b| array.decode_chunk(key, Vec::from(b)).map(Arc::new))
+                    .transpose()
+            })
+            .collect()
+    })
+    .await
 }
 
 /// Fetch inner chunks in one vectored read of the shard version `index`
@@ -94,6 +124,14 @@ impl ChunkSource for Direct {
             Some(bytes) => decode_chunk(array, key, bytes).await.map(Some),
             None => Ok(None),
         }
+    }
+
+    async fn chunks(
+        &self,
+        array: &Array,
+        keys: &[StoreKey],
+    ) -> Result<Vec<Option<Arc<ArrayBytes>>>> {
+        load_chunks(array, keys).await
     }
 
     async fn shard_index(&self, array: &Array, key: &StoreKey) -> Result<Option<Arc<ShardIndex>>> {
