@@ -390,17 +390,39 @@ impl Resolved {
     }
 }
 
-/// Per dimension: chunk index → map from chunk-local to output positions.
-fn dim_chunk_maps(dim: &ResolvedDim, chunk: u64) -> BTreeMap<u64, DimMap> {
-    let mut maps: BTreeMap<u64, DimMap> = BTreeMap::new();
-    for out in 0..dim.indices.len() {
-        let i = dim.indices.get(out);
-        let m = maps.entry(i / chunk).or_insert_with(|| DimMap {
-            src: vec![],
-            dst: vec![],
-        });
+/// Per dimension: chunk index → map from chunk-local to output positions,
+/// by chunk index.
+fn dim_chunk_maps(dim: &ResolvedDim, chunk: u64) -> Vec<(u64, DimMap)> {
+    let place = |m: &mut DimMap, i: u64, out: u64| {
         m.src.push((i % chunk) as usize);
         m.dst.push(out as usize);
+    };
+    let empty = || DimMap {
+        src: vec![],
+        dst: vec![],
+    };
+    if let Indices::List(_) = dim.indices {
+        let mut maps: BTreeMap<u64, DimMap> = BTreeMap::new();
+        for out in 0..dim.indices.len() {
+            let i = dim.indices.get(out);
+            place(maps.entry(i / chunk).or_insert_with(empty), i, out);
+        }
+        return maps.into_iter().collect();
+    }
+    // A range only increases: each chunk's positions are one run, with no
+    // map lookup per element (a whole-array read of small chunks made one
+    // for every column of every chunk row).
+    let mut maps: Vec<(u64, DimMap)> = Vec::new();
+    for out in 0..dim.indices.len() {
+        let i = dim.indices.get(out);
+        match maps.last_mut() {
+            Some((c, m)) if *c == i / chunk => place(m, i, out),
+            _ => {
+                let mut m = empty();
+                place(&mut m, i, out);
+                maps.push((i / chunk, m));
+            }
+        }
     }
     maps
 }
@@ -412,7 +434,7 @@ fn orthogonal_chunks(dims: &[ResolvedDim], chunk_shape: &[u64]) -> Vec<(Vec<u64>
     let per_dim: Vec<Vec<(u64, DimMap)>> = dims
         .iter()
         .zip(chunk_shape)
-        .map(|(d, &c)| dim_chunk_maps(d, c).into_iter().collect())
+        .map(|(d, &c)| dim_chunk_maps(d, c))
         .collect();
     let mut out = Vec::new();
     let mut counter = vec![0usize; dims.len()];
