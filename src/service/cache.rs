@@ -21,7 +21,7 @@ use serde::Serialize;
 
 use crate::config::Recheck;
 use crate::store::{Change, KeyMeta, Store, StoreError, StoreKey};
-use crate::zarr::array::source::{decode_chunk, fetch_inner_chunks, load_chunks, Settle};
+use crate::zarr::array::source::{decode_chunk, fetch_inner_chunks, one_by_one, Direct, Settle};
 use crate::zarr::array::ChunkSource;
 use crate::zarr::codec::ShardIndex;
 use crate::zarr::{Array, ArrayBytes, Hierarchy, NodeMetadata, Result, ZarrError};
@@ -404,10 +404,7 @@ impl ChunkSource for CachedSource {
         if self.0.capacity == 0 {
             // Nothing is kept: a cache lookup and insert per chunk buys nothing.
             self.0.counters.misses.fetch_add(1, Ordering::Relaxed);
-            return match array.store().get(key).await? {
-                Some(bytes) => decode_chunk(array, key, bytes).await.map(Some),
-                None => Ok(None),
-            };
+            return Direct.chunk(array, key).await;
         }
         let entry = self
             .0
@@ -435,9 +432,9 @@ impl ChunkSource for CachedSource {
         if self.0.capacity == 0 {
             let n = keys.len() as u64;
             self.0.counters.misses.fetch_add(n, Ordering::Relaxed);
-            return load_chunks(array, keys).await;
+            return Direct.chunks(array, keys).await;
         }
-        futures::future::try_join_all(keys.iter().map(|key| self.chunk(array, key))).await
+        one_by_one(self, array, keys).await
     }
 
     async fn shard_index(&self, array: &Array, key: &StoreKey) -> Result<Option<Arc<ShardIndex>>> {
@@ -514,15 +511,20 @@ impl ChunkSource for CachedSource {
             let fetched = fetch_inner_chunks(array, key, index, &ranges).await?;
             for ((slot, (i, _)), chunk) in missing.into_iter().zip(fetched) {
                 let entry = Entry::new(Value::Chunk(chunk.clone()), None);
-                let weight = u64::from(entry.weight());
-                self.0
-                    .chunks
-                    .insert(
-                        (key.as_str().to_string(), gen, Part::Inner(i, version)),
-                        entry,
-                    )
-                    .await;
-                self.0.settle.inserted(&self.0.chunks, weight).await;
+                let weight = entry.weight();
+                if self.0.holds(weight) {
+                    self.0
+                        .chunks
+                        .insert(
+                            (key.as_str().to_string(), gen, Part::Inner(i, version)),
+                            entry,
+                        )
+                        .await;
+                    self.0
+                        .settle
+                        .inserted(&self.0.chunks, u64::from(weight))
+                        .await;
+                }
                 out[slot] = Some(chunk);
             }
         }

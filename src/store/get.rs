@@ -12,6 +12,10 @@ use super::{
     StoreRange, Versioned,
 };
 
+/// Values of a store without local reads that one [`Store::get_many`]
+/// fetches at once.
+const GETS_AT_ONCE: usize = 4;
+
 impl Store {
     /// The whole value, or `None` when the key is missing.
     pub async fn get(&self, key: &StoreKey) -> Result<Option<Bytes>, StoreError> {
@@ -34,7 +38,8 @@ impl Store {
 
     /// Whole values of several keys, in the order given, `None` for a
     /// missing key. Keys of one local directory are read in one trip to the
-    /// blocking pool; others are read concurrently.
+    /// blocking pool; others a few at a time (a caller runs several such
+    /// reads at once).
     pub async fn get_many(&self, keys: &[StoreKey]) -> Result<Vec<Option<Bytes>>, StoreError> {
         let mut local_keys = Vec::with_capacity(keys.len());
         let mut dir = None;
@@ -44,8 +49,12 @@ impl Store {
                 (Some(local), None) => dir = Some(local),
                 (Some(local), Some(d)) if local.same_dir(d) => {}
                 _ => {
-                    let gets = keys.iter().map(|k| self.get(k));
-                    return futures::future::try_join_all(gets).await;
+                    let mut values = Vec::with_capacity(keys.len());
+                    for some in keys.chunks(GETS_AT_ONCE) {
+                        let gets = some.iter().map(|k| self.get(k));
+                        values.extend(futures::future::try_join_all(gets).await?);
+                    }
+                    return Ok(values);
                 }
             }
             local_keys.push(inner.into_owned());
@@ -53,12 +62,7 @@ impl Store {
         let Some(dir) = dir else {
             return Ok(Vec::new());
         };
-        Ok(dir
-            .get_many_whole(local_keys)
-            .await?
-            .into_iter()
-            .map(|v| v.map(|(bytes, _)| bytes))
-            .collect())
+        dir.get_many_whole(local_keys).await
     }
 
     /// A byte range of a value.

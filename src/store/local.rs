@@ -98,14 +98,14 @@ impl LocalReads {
         .await
     }
 
-    /// Whole values of several keys with their metadata, as the files are
-    /// now, in one trip to the blocking pool: a window over many small
-    /// chunks otherwise pays a thread hand-off per file, more than reading
-    /// it. `None` for a missing key.
+    /// Whole values of several keys, as the files are now, in one trip to
+    /// the blocking pool: a window over many small chunks otherwise pays a
+    /// thread hand-off per file, more than reading it. `None` for a missing
+    /// key.
     pub(super) async fn get_many_whole(
         &self,
         keys: Vec<StoreKey>,
-    ) -> Result<Vec<Option<(Bytes, KeyMeta)>>, StoreError> {
+    ) -> Result<Vec<Option<Bytes>>, StoreError> {
         let Some(first) = keys.first().cloned() else {
             return Ok(Vec::new());
         };
@@ -118,8 +118,7 @@ impl LocalReads {
             keys.iter()
                 .zip(&paths)
                 .map(|(key, path)| {
-                    Ok(open_read_now(&dir, key, path, None, u64::MAX)?
-                        .map(|(opened, _, bytes)| (bytes, opened.meta.clone())))
+                    Ok(open_read_now(&dir, key, path, None, u64::MAX)?.map(|(_, _, bytes)| bytes))
                 })
                 .collect()
         })

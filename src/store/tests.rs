@@ -445,6 +445,26 @@ async fn mounts_route_keys_by_their_first_segment() {
         store.get_range(&k("archive/old/x"), 1..3).await.unwrap(),
         &b"ep"[..]
     );
+    // Several keys across mounts, local or not, in the order asked; the
+    // keys of one local mount are read in its directory.
+    assert_eq!(
+        store
+            .get_many(&[k("archive/old/x"), k("era5/t/zarr.json"), k("archive/no")])
+            .await
+            .unwrap(),
+        vec![
+            Some(Bytes::from_static(b"kept")),
+            Some(Bytes::from_static(b"{}")),
+            None
+        ]
+    );
+    assert_eq!(
+        store
+            .get_many(&[k("archive/no"), k("archive/old/x")])
+            .await
+            .unwrap(),
+        vec![None, Some(Bytes::from_static(b"kept"))]
+    );
     let err = store
         .put(&k("archive/old/x"), Bytes::new())
         .await

@@ -80,7 +80,7 @@ impl ArrayBytes {
 }
 
 /// For one dimension: which source indices go to which destination indices.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DimMap {
     pub src: Vec<usize>,
     pub dst: Vec<usize>,

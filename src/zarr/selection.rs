@@ -397,15 +397,11 @@ fn dim_chunk_maps(dim: &ResolvedDim, chunk: u64) -> Vec<(u64, DimMap)> {
         m.src.push((i % chunk) as usize);
         m.dst.push(out as usize);
     };
-    let empty = || DimMap {
-        src: vec![],
-        dst: vec![],
-    };
     if let Indices::List(_) = dim.indices {
         let mut maps: BTreeMap<u64, DimMap> = BTreeMap::new();
         for out in 0..dim.indices.len() {
             let i = dim.indices.get(out);
-            place(maps.entry(i / chunk).or_insert_with(empty), i, out);
+            place(maps.entry(i / chunk).or_default(), i, out);
         }
         return maps.into_iter().collect();
     }
@@ -415,13 +411,12 @@ fn dim_chunk_maps(dim: &ResolvedDim, chunk: u64) -> Vec<(u64, DimMap)> {
     let mut maps: Vec<(u64, DimMap)> = Vec::new();
     for out in 0..dim.indices.len() {
         let i = dim.indices.get(out);
-        match maps.last_mut() {
-            Some((c, m)) if *c == i / chunk => place(m, i, out),
-            _ => {
-                let mut m = empty();
-                place(&mut m, i, out);
-                maps.push((i / chunk, m));
-            }
+        let c = i / chunk;
+        if maps.last().is_none_or(|(last, _)| *last != c) {
+            maps.push((c, DimMap::default()));
+        }
+        if let Some((_, m)) = maps.last_mut() {
+            place(m, i, out);
         }
     }
     maps

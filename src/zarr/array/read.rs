@@ -82,7 +82,7 @@ impl Array {
     async fn read_chunked(&self, selection: &Resolved, out: &Arc<Output>) -> Result<()> {
         let out_shape = selection.block_shape();
         let parts = selection.chunks(&self.meta.chunk_shape);
-        if let Some(per_load) = self.chunks_per_load().filter(|_| parts.len() > 1) {
+        if let Some(per_load) = self.chunks_per_load(parts.len()) {
             return self.read_loads(parts, per_load, out, &out_shape).await;
         }
         futures::stream::iter(parts)
@@ -106,13 +106,19 @@ impl Array {
         Ok(())
     }
 
-    /// How many chunks one load reads and decodes together: small chunks
-    /// nothing keeps. A window over many of them otherwise pays two thread
-    /// hand-offs (file read, decode) per chunk, more than the chunk's work.
-    fn chunks_per_load(&self) -> Option<usize> {
+    /// How many of `parts` chunks one load reads and decodes together:
+    /// small chunks nothing keeps. A window over many of them otherwise
+    /// pays two thread hand-offs (file read, decode) per chunk, more than
+    /// the chunk's work. Loads stay at least [`LOADS_AT_ONCE`] when there
+    /// are enough chunks, so reads and decodes still run in parallel.
+    pub(super) fn chunks_per_load(&self, parts: usize) -> Option<usize> {
         let bytes = self.chunk_repr.nbytes().filter(|&n| n > 0)?;
-        (bytes <= LOADED_TOGETHER_MAX && !self.source.keeps(bytes))
-            .then(|| (LOAD_BYTES / bytes).clamp(1, 64))
+        let small = bytes <= LOADED_TOGETHER_MAX && !self.source.keeps(bytes);
+        (small && parts > 1).then(|| {
+            (LOAD_BYTES / bytes)
+                .min(parts.div_ceil(LOADS_AT_ONCE))
+                .clamp(1, 64)
+        })
     }
 
     /// Read `parts` `per_load` chunks at a time, the loads in parallel.
@@ -154,6 +160,8 @@ impl Array {
     /// The outermost rows a chunk's part reads, when the read may decode
     /// only those: the part leaves some rows out, nothing keeps the decoded
     /// chunk for a later read, and the codecs can decode a run of rows.
+    /// (Chunks small enough to be loaded several at a time are decoded
+    /// whole: see [`Array::chunks_per_load`].)
     fn partial_rows(&self, part: &ChunkPart) -> Option<Range<usize>> {
         let ChunkPart::Block(maps) = part else {
             return None;
@@ -376,7 +384,7 @@ const LOADED_TOGETHER_MAX: usize = 64 << 10;
 /// Decoded bytes one load of small chunks aims at.
 const LOAD_BYTES: usize = 512 << 10;
 /// Loads of small chunks in flight for one read.
-const LOADS_AT_ONCE: usize = 4;
+const LOADS_AT_ONCE: usize = 8;
 
 /// Bytes a chunk's part puts into the output (a variable-length element
 /// counts as an allocation and a copy of a typical string).

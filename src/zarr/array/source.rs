@@ -43,7 +43,7 @@ pub trait ChunkSource: Send + Sync + std::fmt::Debug {
         array: &Array,
         keys: &[StoreKey],
     ) -> Result<Vec<Option<Arc<ArrayBytes>>>> {
-        futures::future::try_join_all(keys.iter().map(|key| self.chunk(array, key))).await
+        one_by_one(self, array, keys).await
     }
 
     /// The value at `key` (a chunk or a shard) was written or deleted.
@@ -69,6 +69,15 @@ pub async fn decode_chunk(
 ) -> Result<Arc<ArrayBytes>> {
     let (array, key) = (array.clone(), key.clone());
     run_blocking(move || array.decode_chunk(&key, Vec::from(bytes)).map(Arc::new)).await
+}
+
+/// The chunks at `keys` from `source`, each loaded on its own.
+pub async fn one_by_one<S: ChunkSource + ?Sized>(
+    source: &S,
+    array: &Array,
+    keys: &[StoreKey],
+) -> Result<Vec<Option<Arc<ArrayBytes>>>> {
+    futures::future::try_join_all(keys.iter().map(|key| source.chunk(array, key))).await
 }
 
 /// Read several chunks in one store call (one trip to the blocking pool
@@ -161,14 +170,15 @@ impl ChunkSource for Direct {
 #[derive(Debug)]
 pub struct Settle {
     unsettled: AtomicU64,
-    slack: u64,
+    /// `None` for a cache that keeps nothing: no insert is left to apply.
+    slack: Option<u64>,
 }
 
 impl Settle {
     pub fn new(capacity: u64) -> Self {
         Settle {
             unsettled: AtomicU64::new(0),
-            slack: (capacity / 8).max(1),
+            slack: (capacity > 0).then(|| (capacity / 8).max(1)),
         }
     }
 
@@ -178,9 +188,16 @@ impl Settle {
         K: Hash + Eq + Send + Sync + 'static,
         V: Clone + Send + Sync + 'static,
     {
+        let Some(slack) = self.slack else {
+            return;
+        };
         let before = self.unsettled.fetch_add(weight, Ordering::Relaxed);
-        if before.saturating_add(weight) >= self.slack {
-            self.unsettled.store(0, Ordering::Relaxed);
+        // One of the inserters that pass the slack together applies the
+        // bound, and no count is lost. A request cancelled while applying
+        // it leaves that to the next slack's worth (or to moka's own batch).
+        if before.saturating_add(weight) >= slack
+            && self.unsettled.swap(0, Ordering::AcqRel) >= slack
+        {
             cache.run_pending_tasks().await;
         }
     }
@@ -317,19 +334,50 @@ pub(crate) mod tests {
     use crate::zarr::metadata::v2;
     use crate::zarr::Selection;
 
-    /// An array of `chunks` stored chunks of 64 KiB each, every one written.
-    pub(crate) async fn array_of_chunks(chunks: u64) -> Array {
+    /// An array of `chunks` stored chunks of 64 KiB each in `store`, every
+    /// one written, each element its row number plus one.
+    async fn array_of_chunks_in(store: Store, chunks: u64) -> Array {
         let doc = json!({"zarr_format": 2, "shape": [128 * chunks, 128], "chunks": [128, 128],
             "dtype": "<f4", "fill_value": 0, "order": "C", "filters": null, "compressor": null});
         let meta = v2::parse_array("a/.zarray", &doc, None).unwrap();
-        let array = Array::new(Store::memory(), StoreKey::new("a").unwrap(), meta).unwrap();
+        let array = Array::new(store, StoreKey::new("a").unwrap(), meta).unwrap();
         let all = Selection::parse(":,:")
             .unwrap()
             .resolve(&[128 * chunks, 128])
             .unwrap();
-        let ones = 1f32.to_le_bytes().repeat((128 * 128 * chunks) as usize);
-        array.write(&all, ArrayBytes::Fixed(ones)).await.unwrap();
+        let rows: Vec<u8> = (0..128 * chunks)
+            .flat_map(|r| (r as f32 + 1.0).to_le_bytes().repeat(128))
+            .collect();
+        array.write(&all, ArrayBytes::Fixed(rows)).await.unwrap();
         array
+    }
+
+    pub(crate) async fn array_of_chunks(chunks: u64) -> Array {
+        array_of_chunks_in(Store::memory(), chunks).await
+    }
+
+    #[tokio::test]
+    async fn small_chunks_in_a_directory_are_read_several_at_a_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let array = array_of_chunks_in(Store::local(dir.path()).unwrap(), 48).await;
+        // A chunk that was never written (removed) reads as the fill value.
+        std::fs::remove_file(dir.path().join("a/7.0")).unwrap();
+        assert_eq!(array.chunks_per_load(48), Some(6));
+        let window = Selection::parse("100:5000,3:120")
+            .unwrap()
+            .resolve(&[128 * 48, 128])
+            .unwrap();
+        let got = array.read(&window).await.unwrap().into_fixed().unwrap();
+        let values: Vec<f32> = got
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        assert_eq!(values.len(), 4900 * 117);
+        for (n, row) in values.chunks_exact(117).enumerate() {
+            let r = 100 + n as u64;
+            let want = if r / 128 == 7 { 0.0 } else { r as f32 + 1.0 };
+            assert!(row.iter().all(|&v| v == want), "row {r}: {:?}", &row[..3]);
+        }
     }
 
     /// Bytes of the chunks in `seen` something still holds.
