@@ -79,6 +79,15 @@ impl ArrayBytes {
     }
 }
 
+/// Element strides of a C-order array of `shape`.
+pub(crate) fn c_strides(shape: &[usize]) -> Vec<usize> {
+    let mut s = vec![1; shape.len()];
+    for i in (0..shape.len().saturating_sub(1)).rev() {
+        s[i] = s[i + 1] * shape[i + 1];
+    }
+    s
+}
+
 /// For one dimension: which source indices go to which destination indices.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct DimMap {

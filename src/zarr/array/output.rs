@@ -74,7 +74,7 @@ impl Output {
                 fits &= self.copy(chunk, s, d, n)
             }),
             ChunkPart::Points(points) => {
-                let strides = super::read::c_strides(chunk_shape);
+                let strides = crate::zarr::buffer::c_strides(chunk_shape);
                 for (out_pos, local) in points {
                     let src: usize = local.iter().zip(&strides).map(|(i, s)| i * s).sum();
                     fits &= self.copy(chunk, src, *out_pos, 1);

@@ -18,14 +18,6 @@ use crate::zarr::dtype::DataType;
 use crate::zarr::error::{Result, ZarrError};
 use crate::zarr::selection::{ChunkPart, Resolved};
 
-pub(crate) fn c_strides(shape: &[usize]) -> Vec<usize> {
-    let mut s = vec![1; shape.len()];
-    for i in (0..shape.len().saturating_sub(1)).rev() {
-        s[i] = s[i + 1] * shape[i + 1];
-    }
-    s
-}
-
 impl Array {
     /// Read a resolved selection. The result has the selection's block shape
     /// (dropped dimensions kept as length 1) in C order.

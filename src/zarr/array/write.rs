@@ -6,12 +6,11 @@
 
 use futures::{StreamExt, TryStreamExt};
 
-use super::read::c_strides;
 use super::{run_blocking, Array, CHUNK_CONCURRENCY};
 use std::sync::Arc;
 
 use crate::store::{Outcome, Replacement, StoreKey, Versioned};
-use crate::zarr::buffer::{copy_mapped, ArrayBytes, DimMap};
+use crate::zarr::buffer::{c_strides, copy_mapped, ArrayBytes, DimMap};
 use crate::zarr::error::{Result, ZarrError};
 use crate::zarr::selection::{ChunkPart, Resolved};
 
