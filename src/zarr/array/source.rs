@@ -216,8 +216,14 @@ pub struct Recent {
     inner: Arc<dyn ChunkSource>,
     budget: u64,
     kept: moka::future::Cache<RecentKey, Option<Arc<ArrayBytes>>>,
+    /// Shard indexes, for slabs that split a row of inner chunks (with the
+    /// server's cache off, each slab would read them again).
+    indexes: moka::future::Cache<String, Option<Arc<ShardIndex>>>,
     settle: Settle,
 }
+
+/// Shard indexes one [`Recent`] keeps: a few rows of shards.
+const RECENT_INDEXES: u64 = 256;
 
 /// What [`Recent`] weighs an entry: a missing chunk weighs its entry too,
 /// so a sparse array cannot let the entries grow without bound.
@@ -243,6 +249,7 @@ impl Recent {
             inner,
             budget,
             kept,
+            indexes: moka::future::Cache::new(RECENT_INDEXES),
             settle: Settle::new(budget),
         }
     }
@@ -269,7 +276,12 @@ impl ChunkSource for Recent {
     }
 
     async fn shard_index(&self, array: &Array, key: &StoreKey) -> Result<Option<Arc<ShardIndex>>> {
-        self.inner.shard_index(array, key).await
+        self.indexes
+            .try_get_with(key.as_str().to_string(), async {
+                self.inner.shard_index(array, key).await
+            })
+            .await
+            .map_err(ZarrError::unshare)
     }
 
     async fn inner_chunks(
@@ -320,6 +332,7 @@ impl ChunkSource for Recent {
         self.inner.invalidate(key);
         // Rare (a shard replaced mid-read): drop everything rather than scan.
         self.kept.invalidate_all();
+        self.indexes.invalidate_all();
     }
 }
 
@@ -399,6 +412,37 @@ pub(crate) mod tests {
             .sum();
         let most = (bound + bound / 8) as usize + (64 << 10) + 4096;
         assert!(held <= most, "{held} > {most}");
+    }
+
+    #[tokio::test]
+    async fn a_stream_reads_a_shard_index_once_until_the_shard_changes() {
+        let doc = json!({"zarr_format": 3, "node_type": "array", "shape": [8, 8],
+            "data_type": "uint8", "fill_value": 0,
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [8, 8]}},
+            "chunk_key_encoding": {"name": "default"},
+            "codecs": [{"name": "sharding_indexed", "configuration": {
+                "chunk_shape": [4, 4], "codecs": [{"name": "bytes"}],
+                "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
+                                 {"name": "crc32c"}]}}]});
+        let crate::zarr::NodeMetadata::Array(meta) =
+            crate::zarr::metadata::v3::parse("a/zarr.json", &doc).unwrap()
+        else {
+            panic!("not an array");
+        };
+        let array = Array::new(Store::memory(), StoreKey::new("a").unwrap(), *meta).unwrap();
+        let all = Selection::parse(":,:").unwrap().resolve(&[8, 8]).unwrap();
+        array
+            .write(&all, ArrayBytes::Fixed(vec![7; 64]))
+            .await
+            .unwrap();
+        let recent = Recent::new(Arc::new(Direct), 1 << 20);
+        let key = array.chunk_key(&[0, 0]).unwrap();
+        let first = recent.shard_index(&array, &key).await.unwrap().unwrap();
+        let again = recent.shard_index(&array, &key).await.unwrap().unwrap();
+        assert!(Arc::ptr_eq(&first, &again), "read again");
+        recent.invalidate(&key);
+        let fresh = recent.shard_index(&array, &key).await.unwrap().unwrap();
+        assert!(!Arc::ptr_eq(&first, &fresh), "kept past an invalidation");
     }
 
     #[tokio::test]
