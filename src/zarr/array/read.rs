@@ -106,7 +106,10 @@ impl Array {
     /// same speed).
     fn chunks_at_once(&self) -> usize {
         let bytes = self.chunk_repr.nbytes().unwrap_or(0).max(1);
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        // Asked once: on Linux the answer reads the cgroup's CPU quota.
+        static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+        let cores =
+            *CORES.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
         (IN_FLIGHT_BYTES / bytes)
             .max(cores)
             .clamp(1, CHUNK_CONCURRENCY)
