@@ -104,7 +104,7 @@ impl Array {
     /// decoded copy of a whole row of large chunks at once (measured: 4 MiB
     /// chunks, 32 at once against 4, a stream's peak 242 -> 211 MiB at the
     /// same speed).
-    fn chunks_at_once(&self) -> usize {
+    pub(super) fn chunks_at_once(&self) -> usize {
         let bytes = self.chunk_repr.nbytes().unwrap_or(0).max(1);
         // Asked once: on Linux the answer reads the cgroup's CPU quota.
         static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();

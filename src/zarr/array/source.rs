@@ -370,6 +370,21 @@ pub(crate) mod tests {
     }
 
     #[tokio::test]
+    async fn reads_keep_a_byte_bound_of_large_chunks_in_flight() {
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let big = |side: u64| {
+            let doc = json!({"zarr_format": 2, "shape": [side, side], "chunks": [side, side],
+                "dtype": "<f4", "fill_value": 0, "order": "C", "filters": null, "compressor": null});
+            let meta = v2::parse_array("a/.zarray", &doc, None).unwrap();
+            Array::new(Store::memory(), StoreKey::new("a").unwrap(), meta).unwrap()
+        };
+        // 4 MiB chunks: 16 MiB of them, or one per core.
+        assert_eq!(big(1024).chunks_at_once(), cores.clamp(4, 32));
+        // 16 KiB chunks: the count bound, not the bytes, applies.
+        assert_eq!(big(64).chunks_at_once(), 32);
+    }
+
+    #[tokio::test]
     async fn small_chunks_in_a_directory_are_read_several_at_a_time() {
         let dir = tempfile::tempdir().unwrap();
         let array = array_of_chunks_in(Store::local(dir.path()).unwrap(), 48).await;
