@@ -36,11 +36,19 @@ impl Store {
         }
     }
 
-    /// Whole values of several keys, in the order given, `None` for a
+    /// Whole values of the first of `keys`, in the order given, `None` for a
     /// missing key. Keys of one local directory are read in one trip to the
     /// blocking pool; others a few at a time (a caller runs several such
-    /// reads at once).
-    pub async fn get_many(&self, keys: &[StoreKey]) -> Result<Vec<Option<Bytes>>, StoreError> {
+    /// reads at once). The answer stops before a value that would take the
+    /// bytes read past `budget` (a local directory does not read it), so it
+    /// can be shorter than `keys` and the caller asks again for the rest: a
+    /// chunk key holding a huge file is then read on its own, not alongside
+    /// many others. At least one key is answered.
+    pub async fn get_many(
+        &self,
+        keys: &[StoreKey],
+        budget: u64,
+    ) -> Result<Vec<Option<Bytes>>, StoreError> {
         let mut local_keys = Vec::with_capacity(keys.len());
         let mut dir = None;
         for key in keys {
@@ -48,21 +56,38 @@ impl Store {
             match (&store.local, dir) {
                 (Some(local), None) => dir = Some(local),
                 (Some(local), Some(d)) if local.same_dir(d) => {}
-                _ => {
-                    let mut values = Vec::with_capacity(keys.len());
-                    for some in keys.chunks(GETS_AT_ONCE) {
-                        let gets = some.iter().map(|k| self.get(k));
-                        values.extend(futures::future::try_join_all(gets).await?);
-                    }
-                    return Ok(values);
-                }
+                _ => return self.get_some(keys, budget).await,
             }
             local_keys.push(inner.into_owned());
         }
         let Some(dir) = dir else {
             return Ok(Vec::new());
         };
-        dir.get_many_whole(local_keys).await
+        dir.get_many_whole(local_keys, budget).await
+    }
+
+    /// [`Store::get_many`] for keys not all in one local directory.
+    async fn get_some(
+        &self,
+        keys: &[StoreKey],
+        budget: u64,
+    ) -> Result<Vec<Option<Bytes>>, StoreError> {
+        let mut values = Vec::with_capacity(keys.len());
+        let mut read = 0u64;
+        for some in keys.chunks(GETS_AT_ONCE) {
+            let gets = some.iter().map(|k| self.get(k));
+            for value in futures::future::try_join_all(gets).await? {
+                let size = value.as_ref().map_or(0, |v| v.len() as u64);
+                // As a local directory would: the value that passes the
+                // budget waits for the next call.
+                if value.is_some() && !values.is_empty() && read.saturating_add(size) > budget {
+                    return Ok(values);
+                }
+                read += size;
+                values.push(value);
+            }
+        }
+        Ok(values)
     }
 
     /// A byte range of a value.

@@ -98,13 +98,15 @@ impl LocalReads {
         .await
     }
 
-    /// Whole values of several keys, as the files are now, in one trip to
-    /// the blocking pool: a window over many small chunks otherwise pays a
-    /// thread hand-off per file, more than reading it. `None` for a missing
-    /// key.
+    /// Whole values of the first of `keys`, as the files are now, in one
+    /// trip to the blocking pool: a window over many small chunks otherwise
+    /// pays a thread hand-off per file, more than reading it. `None` for a
+    /// missing key. Stops before a file that would take the bytes read past
+    /// `budget` (see [`super::Store::get_many`]).
     pub(super) async fn get_many_whole(
         &self,
         keys: Vec<StoreKey>,
+        budget: u64,
     ) -> Result<Vec<Option<Bytes>>, StoreError> {
         let Some(first) = keys.first().cloned() else {
             return Ok(Vec::new());
@@ -115,12 +117,23 @@ impl LocalReads {
             .collect::<Result<Vec<_>, _>>()?;
         let dir = self.dir.clone();
         blocking(&first, move || {
-            keys.iter()
-                .zip(&paths)
-                .map(|(key, path)| {
-                    Ok(open_read_now(&dir, key, path, None, u64::MAX)?.map(|(_, _, bytes)| bytes))
-                })
-                .collect()
+            let mut values = Vec::with_capacity(keys.len());
+            let mut read = 0u64;
+            for (key, path) in keys.iter().zip(&paths) {
+                let Some(opened) = open_now(&dir, key, path)? else {
+                    values.push(None);
+                    continue;
+                };
+                let size = opened.meta.size;
+                if !values.is_empty() && read.saturating_add(size) > budget {
+                    break;
+                }
+                let bytes =
+                    read_at(&opened.file, 0, size as usize).map_err(|e| io_error(key, e))?;
+                read += size;
+                values.push(Some(Bytes::from(bytes)));
+            }
+            Ok(values)
         })
         .await
     }
@@ -259,8 +272,7 @@ fn open_read_now(
     range: Option<StoreRange>,
     first_block: u64,
 ) -> Result<Option<Opened>, StoreError> {
-    let ticket = dir.open_files.ticket(key.as_str());
-    let Some(opened) = open_file(dir, key, path)? else {
+    let Some(opened) = open_now(dir, key, path)? else {
         return Ok(None);
     };
     let range = match range {
@@ -269,10 +281,23 @@ fn open_read_now(
     };
     let len = (range.end - range.start).min(first_block) as usize;
     let first = read_at(&opened.file, range.start, len).map_err(|e| io_error(key, e))?;
+    Ok(Some((opened, range, Bytes::from(first))))
+}
+
+/// Open the file as it is now and keep it open for raw reads. Blocking.
+fn open_now(
+    dir: &ConfinedDir,
+    key: &StoreKey,
+    path: &std::path::Path,
+) -> Result<Option<Arc<OpenFile>>, StoreError> {
+    let ticket = dir.open_files.ticket(key.as_str());
+    let Some(opened) = open_file(dir, key, path)? else {
+        return Ok(None);
+    };
     let opened = Arc::new(opened);
     dir.open_files
         .remember(key.as_str().to_string(), opened.clone(), ticket);
-    Ok(Some((opened, range, Bytes::from(first))))
+    Ok(Some(opened))
 }
 
 fn etag_of(meta: &KeyMeta) -> Option<&str> {

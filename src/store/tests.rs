@@ -449,7 +449,10 @@ async fn mounts_route_keys_by_their_first_segment() {
     // keys of one local mount are read in its directory.
     assert_eq!(
         store
-            .get_many(&[k("archive/old/x"), k("era5/t/zarr.json"), k("archive/no")])
+            .get_many(
+                &[k("archive/old/x"), k("era5/t/zarr.json"), k("archive/no")],
+                u64::MAX
+            )
             .await
             .unwrap(),
         vec![
@@ -460,7 +463,7 @@ async fn mounts_route_keys_by_their_first_segment() {
     );
     assert_eq!(
         store
-            .get_many(&[k("archive/no"), k("archive/old/x")])
+            .get_many(&[k("archive/no"), k("archive/old/x")], u64::MAX)
             .await
             .unwrap(),
         vec![None, Some(Bytes::from_static(b"kept"))]
@@ -534,7 +537,7 @@ async fn reads_conform(store: &Store, lacks: Lacks) {
     assert!(store.head(&k("a/nope")).await.unwrap().is_none());
     // several values at once, in the order asked, misses as `None`
     let many = store
-        .get_many(&[k("a/c/d"), k("a/nope"), k("a/b"), k("a/c/d")])
+        .get_many(&[k("a/c/d"), k("a/nope"), k("a/b"), k("a/c/d")], u64::MAX)
         .await
         .unwrap();
     assert_eq!(
@@ -546,9 +549,25 @@ async fn reads_conform(store: &Store, lacks: Lacks) {
             Some(Bytes::from_static(b"x")),
         ]
     );
-    assert!(store.get_many(&[]).await.unwrap().is_empty());
+    // ... and stop before a value that would pass the byte budget; the
+    // first value is always answered, however large
+    let within = |budget| {
+        let keys = [k("a/b"), k("a/nope"), k("a/c/d"), k("a/b")];
+        async move { store.get_many(&keys, budget).await.unwrap().len() }
+    };
+    assert_eq!(
+        within(0).await,
+        2,
+        "a/b, then the miss, which weighs nothing"
+    );
+    assert_eq!(within(10).await, 2);
+    assert_eq!(within(11).await, 3);
+    assert_eq!(within(21).await, 4);
+    assert!(store.get_many(&[], 0).await.unwrap().is_empty());
     assert!(matches!(
-        store.get_many(&[k("a/b"), k("__zarrd/locks/x")]).await,
+        store
+            .get_many(&[k("a/b"), k("__zarrd/locks/x")], u64::MAX)
+            .await,
         Err(StoreError::InvalidKey { .. })
     ));
     // ranges, suffixes, vectored ranges

@@ -80,24 +80,41 @@ pub async fn one_by_one<S: ChunkSource + ?Sized>(
     futures::future::try_join_all(keys.iter().map(|key| source.chunk(array, key))).await
 }
 
+/// Stored bytes one store call of [`load_chunks`] reads before the rest of
+/// its keys wait for the next call: a small chunk's key holding a huge file
+/// is read on its own, as a single chunk read would.
+const GROUP_STORED_BYTES: u64 = 1 << 20;
+
 /// Read several chunks in one store call (one trip to the blocking pool
 /// for a local directory) and decode them in one task: for small chunks
 /// the hand-offs between threads cost more than the reads and decodes.
 pub async fn load_chunks(array: &Array, keys: &[StoreKey]) -> Result<Vec<Option<Arc<ArrayBytes>>>> {
-    let stored = array.store().get_many(keys).await?;
-    let (array, keys) = (array.clone(), keys.to_vec());
-    run_blocking(move || {
-        stored
-            .into_iter()
-            .zip(&keys)
-            .map(|(bytes, key)| {
-                bytes
-                    .map(|b| array.decode_chunk(key, Vec::from(b)).map(Arc::new))
-                    .transpose()
-            })
-            .collect()
-    })
-    .await
+    let mut chunks = Vec::with_capacity(keys.len());
+    while chunks.len() < keys.len() {
+        let keys = &keys[chunks.len()..];
+        let stored = array.store().get_many(keys, GROUP_STORED_BYTES).await?;
+        if stored.is_empty() {
+            return Err(ZarrError::Internal(format!(
+                "the store read none of {} chunks",
+                keys.len()
+            )));
+        }
+        let (array, keys) = (array.clone(), keys[..stored.len()].to_vec());
+        let decoded: Vec<_> = run_blocking(move || {
+            stored
+                .into_iter()
+                .zip(&keys)
+                .map(|(bytes, key)| {
+                    bytes
+                        .map(|b| array.decode_chunk(key, Vec::from(b)).map(Arc::new))
+                        .transpose()
+                })
+                .collect::<Result<Vec<_>>>()
+        })
+        .await?;
+        chunks.extend(decoded);
+    }
+    Ok(chunks)
 }
 
 /// Fetch inner chunks in one vectored read of the shard version `index`
@@ -406,6 +423,21 @@ pub(crate) mod tests {
             let want = if r / 128 == 7 { 0.0 } else { r as f32 + 1.0 };
             assert!(row.iter().all(|&v| v == want), "row {r}: {:?}", &row[..3]);
         }
+        // 48 stored chunks of 64 KiB are more than one store call reads:
+        // the rest come from the calls after it, in order.
+        let keys: Vec<_> = (0..48).map(|i| array.chunk_key(&[i, 0]).unwrap()).collect();
+        let chunks = load_chunks(&array, &keys).await.unwrap();
+        let firsts: Vec<Option<f32>> = chunks
+            .iter()
+            .map(|c| match c.as_deref()? {
+                ArrayBytes::Fixed(b) => Some(f32::from_le_bytes(b[..4].try_into().unwrap())),
+                ArrayBytes::Variable(_) => panic!("fixed-size chunks were written"),
+            })
+            .collect();
+        let want: Vec<Option<f32>> = (0..48u64)
+            .map(|i| (i != 7).then(|| (i * 128) as f32 + 1.0))
+            .collect();
+        assert_eq!(firsts, want);
     }
 
     /// Read 48 chunks of 64 KiB through `source`, which keeps at most
