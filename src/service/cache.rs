@@ -21,7 +21,7 @@ use serde::Serialize;
 
 use crate::config::Recheck;
 use crate::store::{Change, KeyMeta, Store, StoreError, StoreKey};
-use crate::zarr::array::source::{decode_chunk, fetch_inner_chunks, one_by_one, Direct, Settle};
+use crate::zarr::array::source::{decode_chunk, fetch_inner_chunks, load_chunks, Direct, Settle};
 use crate::zarr::array::ChunkSource;
 use crate::zarr::codec::ShardIndex;
 use crate::zarr::{Array, ArrayBytes, Hierarchy, NodeMetadata, Result, ZarrError};
@@ -69,6 +69,14 @@ impl Entry {
             checked: Mutex::new(Instant::now()),
         })
     }
+    /// The decoded chunk this holds (`None` for a chunk not stored).
+    fn chunk(&self) -> Option<Arc<ArrayBytes>> {
+        match &self.value {
+            Value::Chunk(c) => Some(c.clone()),
+            _ => None,
+        }
+    }
+
     fn weight(&self) -> u32 {
         let bytes = match &self.value {
             Value::Chunk(c) => c.footprint(),
@@ -122,7 +130,7 @@ pub struct CacheStats {
 /// Decoded chunks and metadata, shared by every request.
 #[derive(Debug)]
 pub struct ZarrCache {
-    chunks: Cache<Key, Arc<Entry>>,
+    chunks: Cache<Key, Arc<Entry>, foldhash::fast::RandomState>,
     metadata: Cache<String, (Arc<Node>, Instant)>,
     generations: RwLock<HashMap<String, u64>>,
     /// Per path, how many keys at or below it were invalidated: what a
@@ -148,7 +156,7 @@ impl ZarrCache {
                     evictions.evictions.fetch_add(1, Ordering::Relaxed);
                 }
             })
-            .build();
+            .build_with_hasher(foldhash::fast::RandomState::default());
         let metadata = Cache::builder().max_capacity(100_000).build();
         Arc::new(ZarrCache {
             chunks,
@@ -286,6 +294,14 @@ impl ZarrCache {
                 self.generation(key.as_str()),
                 part,
             );
+            // A hit takes the key by reference: no future to build and no
+            // key to clone.
+            if let Some(found) = self.chunks.get(&cache_key).await {
+                match self.valid(array.store(), key, part, found).await? {
+                    Some(entry) => return Ok(entry),
+                    None => continue,
+                }
+            }
             let loaded = std::sync::atomic::AtomicBool::new(false);
             let entry = self
                 .chunks
@@ -308,14 +324,87 @@ impl ZarrCache {
                 }
                 return Ok(entry);
             }
-            // Inner chunks are validated through their shard's index.
-            let inner = matches!(part, Part::Inner(..));
-            if inner || self.still_valid(array.store(), key, &entry).await? {
-                self.counters.hits.fetch_add(1, Ordering::Relaxed);
+            if let Some(entry) = self.valid(array.store(), key, part, entry).await? {
                 return Ok(entry);
             }
         }
         load().await
+    }
+
+    /// A cached entry, counted as a hit, when it is still valid.
+    async fn valid(
+        &self,
+        store: &Store,
+        key: &StoreKey,
+        part: Part,
+        entry: Arc<Entry>,
+    ) -> Result<Option<Arc<Entry>>> {
+        // Inner chunks are validated through their shard's index.
+        let inner = matches!(part, Part::Inner(..));
+        if inner || self.still_valid(store, key, &entry).await? {
+            self.counters.hits.fetch_add(1, Ordering::Relaxed);
+            return Ok(Some(entry));
+        }
+        Ok(None)
+    }
+
+    /// Decoded chunks at `keys`: the valid cached ones, and the others
+    /// loaded together ([`load_chunks`]) and kept. Unlike
+    /// [`ZarrCache::get_or_load`], two reads missing the same chunk at once
+    /// both load it: the price of loading small chunks in groups.
+    async fn chunks_together(
+        &self,
+        array: &Array,
+        keys: &[StoreKey],
+    ) -> Result<Vec<Option<Arc<ArrayBytes>>>> {
+        let mut found = Vec::with_capacity(keys.len());
+        let mut missing = Vec::new();
+        for key in keys {
+            // The generation before the read: a write meanwhile retires
+            // what this read keeps.
+            let cache_key = (
+                key.as_str().to_string(),
+                self.generation(key.as_str()),
+                Part::Decoded,
+            );
+            let hit = match self.chunks.get(&cache_key).await {
+                Some(entry) => self.valid(array.store(), key, Part::Decoded, entry).await?,
+                None => None,
+            };
+            match hit {
+                Some(entry) => found.push(Some(entry.chunk())),
+                None => {
+                    found.push(None);
+                    missing.push((found.len() - 1, cache_key));
+                }
+            }
+        }
+        if missing.is_empty() {
+            return Ok(found.into_iter().map(Option::flatten).collect());
+        }
+        self.counters
+            .misses
+            .fetch_add(missing.len() as u64, Ordering::Relaxed);
+        let missing_keys: Vec<StoreKey> = missing.iter().map(|(i, _)| keys[*i].clone()).collect();
+        let loaded = load_chunks(array, &missing_keys).await?;
+        for ((i, cache_key), loaded) in missing.into_iter().zip(loaded) {
+            let entry = match loaded {
+                Some((chunk, e_tag)) => Entry::new(Value::Chunk(chunk), e_tag),
+                None => Entry::new(Value::Missing, None),
+            };
+            found[i] = Some(entry.chunk());
+            self.keep(cache_key, entry).await;
+        }
+        Ok(found.into_iter().map(Option::flatten).collect())
+    }
+
+    /// Keep a loaded entry, when one of its weight is kept at all.
+    async fn keep(&self, cache_key: Key, entry: Arc<Entry>) {
+        let weight = entry.weight();
+        if self.holds(weight) {
+            self.chunks.insert(cache_key, entry).await;
+            self.settle.inserted(&self.chunks, u64::from(weight)).await;
+        }
     }
 
     /// Whether an entry of `weight` is kept once loaded.
@@ -364,11 +453,8 @@ impl ZarrCache {
         self.counters.misses.fetch_add(1, Ordering::Relaxed);
         let e_tag = meta.version.e_tag.clone();
         let entry = Entry::new(Value::Stored(bytes, meta), e_tag);
-        let weight = u64::from(entry.weight());
-        self.chunks
-            .insert((key.as_str().to_string(), generation, Part::Stored), entry)
+        self.keep((key.as_str().to_string(), generation, Part::Stored), entry)
             .await;
-        self.settle.inserted(&self.chunks, weight).await;
     }
 
     /// Node metadata at `path`, cached as the recheck policy allows.
@@ -418,10 +504,7 @@ impl ChunkSource for CachedSource {
                 })
             })
             .await?;
-        Ok(match &entry.value {
-            Value::Chunk(c) => Some(c.clone()),
-            _ => None,
-        })
+        Ok(entry.chunk())
     }
 
     async fn chunks(
@@ -434,7 +517,11 @@ impl ChunkSource for CachedSource {
             self.0.counters.misses.fetch_add(n, Ordering::Relaxed);
             return Direct.chunks(array, keys).await;
         }
-        one_by_one(self, array, keys).await
+        self.0.chunks_together(array, keys).await
+    }
+
+    fn loads_together(&self) -> bool {
+        true
     }
 
     async fn shard_index(&self, array: &Array, key: &StoreKey) -> Result<Option<Arc<ShardIndex>>> {
@@ -557,6 +644,61 @@ mod tests {
         assert!(on.keeps(1 << 30));
         let off = CachedSource(ZarrCache::new(0, Recheck::Never));
         assert!(!off.keeps(1));
+    }
+
+    #[tokio::test]
+    async fn small_chunks_the_cache_misses_are_loaded_together_and_kept() {
+        use crate::zarr::array::source::tests::array_of_chunks_in;
+        use crate::zarr::Selection;
+        let dir = tempfile::tempdir().unwrap();
+        let array = array_of_chunks_in(Store::local(dir.path()).unwrap(), 48).await;
+        // A chunk that was never written (removed) reads as the fill value.
+        std::fs::remove_file(dir.path().join("a/7.0")).unwrap();
+        let cache = ZarrCache::new(64 << 20, Recheck::Never);
+        let source = CachedSource(cache.clone());
+        assert!(source.loads_together());
+        let array = array.with_source(Arc::new(source));
+        // Rows 100..5000 touch chunks 0 to 39.
+        let window = Selection::parse("100:5000,3:120")
+            .unwrap()
+            .resolve(&[128 * 48, 128])
+            .unwrap();
+        let read = |changed: Option<u64>| {
+            let (array, window) = (array.clone(), window.clone());
+            async move {
+                let got = array.read(&window).await.unwrap().into_fixed().unwrap();
+                for (n, row) in got.chunks_exact(117 * 4).enumerate() {
+                    let r = 100 + n as u64;
+                    let want = match r / 128 {
+                        7 => 0.0,
+                        c if Some(c) == changed => -1.0,
+                        _ => r as f32 + 1.0,
+                    };
+                    let first = f32::from_le_bytes(row[..4].try_into().unwrap());
+                    let last = f32::from_le_bytes(row[row.len() - 4..].try_into().unwrap());
+                    assert_eq!((first, last), (want, want), "row {r}");
+                }
+            }
+        };
+        let counts = || {
+            let s = cache.stats();
+            (s.hits, s.misses, s.entries)
+        };
+        read(None).await;
+        cache.chunks.run_pending_tasks().await;
+        assert_eq!(counts(), (0, 40, 40), "every chunk loaded once and kept");
+        read(None).await;
+        assert_eq!(counts(), (40, 40, 40), "then every chunk found");
+        // A write retires its chunk's entry: the next read loads it again.
+        let chunk = Selection::parse("1280:1408,:")
+            .unwrap()
+            .resolve(&[128 * 48, 128])
+            .unwrap();
+        let ones = (-1.0f32).to_le_bytes().repeat(128 * 128);
+        array.write(&chunk, ArrayBytes::Fixed(ones)).await.unwrap();
+        read(Some(10)).await;
+        assert_eq!(counts().0, 79);
+        assert_eq!(counts().1, 41);
     }
 
     #[tokio::test]

@@ -36,8 +36,8 @@ impl Store {
         }
     }
 
-    /// Whole values of the first of `keys`, in the order given, `None` for a
-    /// missing key. Keys of one local directory are read in one trip to the
+    /// Whole values, with their versions, of the first of `keys`, in the
+    /// order given, `None` for a missing key. Keys of one local directory are read in one trip to the
     /// blocking pool; others a few at a time (a caller runs several such
     /// reads at once). The answer stops before a value that would take the
     /// bytes read past `budget` (a local directory does not read it), so it
@@ -48,7 +48,7 @@ impl Store {
         &self,
         keys: &[StoreKey],
         budget: u64,
-    ) -> Result<Vec<Option<Bytes>>, StoreError> {
+    ) -> Result<Vec<Option<Versioned>>, StoreError> {
         let mut local_keys = Vec::with_capacity(keys.len());
         let mut dir = None;
         for key in keys {
@@ -71,13 +71,13 @@ impl Store {
         &self,
         keys: &[StoreKey],
         budget: u64,
-    ) -> Result<Vec<Option<Bytes>>, StoreError> {
+    ) -> Result<Vec<Option<Versioned>>, StoreError> {
         let mut values = Vec::with_capacity(keys.len());
         let mut read = 0u64;
         for some in keys.chunks(GETS_AT_ONCE) {
-            let gets = some.iter().map(|k| self.get(k));
+            let gets = some.iter().map(|k| self.get_versioned(k));
             for value in futures::future::try_join_all(gets).await? {
-                let size = value.as_ref().map_or(0, |v| v.len() as u64);
+                let size = value.as_ref().map_or(0, |v| v.bytes.len() as u64);
                 // As a local directory would: the value that passes the
                 // budget waits for the next call.
                 if value.is_some() && !values.is_empty() && read.saturating_add(size) > budget {

@@ -31,7 +31,7 @@ use super::chrono_like::Timestamp;
 use super::confined::ConfinedDir;
 use super::open_files::read_cached;
 pub(super) use super::open_files::OpenFile;
-use super::{path_of, GetResponse, KeyMeta, StoreError, StoreKey, StoreRange, Version};
+use super::{path_of, GetResponse, KeyMeta, StoreError, StoreKey, StoreRange, Version, Versioned};
 
 /// How much one trip to the blocking pool reads.
 const BLOCK: u64 = 1 << 20;
@@ -107,7 +107,7 @@ impl LocalReads {
         &self,
         keys: Vec<StoreKey>,
         budget: u64,
-    ) -> Result<Vec<Option<Bytes>>, StoreError> {
+    ) -> Result<Vec<Option<Versioned>>, StoreError> {
         let Some(first) = keys.first().cloned() else {
             return Ok(Vec::new());
         };
@@ -120,7 +120,7 @@ impl LocalReads {
             let mut values = Vec::with_capacity(keys.len());
             let mut read = 0u64;
             for (key, path) in keys.iter().zip(&paths) {
-                let Some(opened) = open_now(&dir, key, path)? else {
+                let Some(opened) = open_keeping(&dir, key, path)? else {
                     values.push(None);
                     continue;
                 };
@@ -131,7 +131,10 @@ impl LocalReads {
                 let bytes =
                     read_at(&opened.file, 0, size as usize).map_err(|e| io_error(key, e))?;
                 read += size;
-                values.push(Some(Bytes::from(bytes)));
+                values.push(Some(Versioned {
+                    bytes: Bytes::from(bytes),
+                    meta: opened.meta.clone(),
+                }));
             }
             Ok(values)
         })
@@ -272,7 +275,7 @@ fn open_read_now(
     range: Option<StoreRange>,
     first_block: u64,
 ) -> Result<Option<Opened>, StoreError> {
-    let Some(opened) = open_now(dir, key, path)? else {
+    let Some(opened) = open_keeping(dir, key, path)? else {
         return Ok(None);
     };
     let range = match range {
@@ -285,7 +288,7 @@ fn open_read_now(
 }
 
 /// Open the file as it is now and keep it open for raw reads. Blocking.
-fn open_now(
+fn open_keeping(
     dir: &ConfinedDir,
     key: &StoreKey,
     path: &std::path::Path,

@@ -116,13 +116,14 @@ impl Array {
     }
 
     /// How many of `parts` chunks one load reads and decodes together:
-    /// small chunks nothing keeps. A window over many of them otherwise
-    /// pays two thread hand-offs (file read, decode) per chunk, more than
-    /// the chunk's work. Loads stay at least [`LOADS_AT_ONCE`] when there
-    /// are enough chunks, so reads and decodes still run in parallel.
+    /// small chunks, from a source that can. A window over many of them
+    /// otherwise pays two thread hand-offs (file read, decode) per chunk,
+    /// more than the chunk's work, and cached ones a future each. Loads stay
+    /// at least [`LOADS_AT_ONCE`] when there are enough chunks, so reads and
+    /// decodes still run in parallel.
     pub(super) fn chunks_per_load(&self, parts: usize) -> Option<usize> {
         let bytes = self.chunk_repr.nbytes().filter(|&n| n > 0)?;
-        let small = bytes <= LOADED_TOGETHER_MAX && !self.source.keeps(bytes);
+        let small = bytes <= LOADED_TOGETHER_MAX && self.source.loads_together();
         (small && parts > 1).then(|| {
             (LOAD_BYTES / bytes)
                 .min(parts.div_ceil(LOADS_AT_ONCE))
@@ -392,7 +393,7 @@ const INLINE_COPY_BYTES: usize = 256 << 10;
 const IN_FLIGHT_BYTES: usize = 16 << 20;
 
 /// Chunks up to this size (decoded) are loaded several at a time when
-/// nothing keeps them ([`Array::chunks_per_load`]).
+/// the source can ([`Array::chunks_per_load`]).
 const LOADED_TOGETHER_MAX: usize = 64 << 10;
 /// Decoded bytes one load of small chunks aims at.
 const LOAD_BYTES: usize = 512 << 10;

@@ -36,14 +36,21 @@ pub trait ChunkSource: Send + Sync + std::fmt::Debug {
         wanted: &[(usize, Range<u64>)],
     ) -> Result<Vec<Arc<ArrayBytes>>>;
 
-    /// The decoded chunks at `keys`, in that order. A source that keeps
-    /// nothing loads them together (see [`load_chunks`]).
+    /// The decoded chunks at `keys`, in that order. A source that
+    /// [loads them together](ChunkSource::loads_together) overrides this
+    /// (see [`load_chunks`]).
     async fn chunks(
         &self,
         array: &Array,
         keys: &[StoreKey],
     ) -> Result<Vec<Option<Arc<ArrayBytes>>>> {
         one_by_one(self, array, keys).await
+    }
+
+    /// Whether [`ChunkSource::chunks`] reads and decodes its chunks
+    /// together; when it does not, reads ask for small chunks one at a time.
+    fn loads_together(&self) -> bool {
+        false
     }
 
     /// The value at `key` (a chunk or a shard) was written or deleted.
@@ -85,10 +92,14 @@ pub async fn one_by_one<S: ChunkSource + ?Sized>(
 /// is read on its own, as a single chunk read would.
 const GROUP_STORED_BYTES: u64 = 1 << 20;
 
+/// A chunk [`load_chunks`] read: decoded, with the ETag of the stored value
+/// it was decoded from.
+pub type Loaded = (Arc<ArrayBytes>, Option<String>);
+
 /// Read several chunks in one store call (one trip to the blocking pool
 /// for a local directory) and decode them in one task: for small chunks
 /// the hand-offs between threads cost more than the reads and decodes.
-pub async fn load_chunks(array: &Array, keys: &[StoreKey]) -> Result<Vec<Option<Arc<ArrayBytes>>>> {
+pub async fn load_chunks(array: &Array, keys: &[StoreKey]) -> Result<Vec<Option<Loaded>>> {
     let mut chunks = Vec::with_capacity(keys.len());
     while chunks.len() < keys.len() {
         let keys = &keys[chunks.len()..];
@@ -104,9 +115,12 @@ pub async fn load_chunks(array: &Array, keys: &[StoreKey]) -> Result<Vec<Option<
             stored
                 .into_iter()
                 .zip(&keys)
-                .map(|(bytes, key)| {
-                    bytes
-                        .map(|b| array.decode_chunk(key, Vec::from(b)).map(Arc::new))
+                .map(|(value, key)| {
+                    value
+                        .map(|v| {
+                            let chunk = array.decode_chunk(key, Vec::from(v.bytes))?;
+                            Ok((Arc::new(chunk), v.meta.version.e_tag))
+                        })
                         .transpose()
                 })
                 .collect::<Result<Vec<_>>>()
@@ -157,7 +171,12 @@ impl ChunkSource for Direct {
         array: &Array,
         keys: &[StoreKey],
     ) -> Result<Vec<Option<Arc<ArrayBytes>>>> {
-        load_chunks(array, keys).await
+        let loaded = load_chunks(array, keys).await?;
+        Ok(loaded.into_iter().map(|l| l.map(|(c, _)| c)).collect())
+    }
+
+    fn loads_together(&self) -> bool {
+        true
     }
 
     async fn shard_index(&self, array: &Array, key: &StoreKey) -> Result<Option<Arc<ShardIndex>>> {
@@ -200,10 +219,11 @@ impl Settle {
     }
 
     /// `weight` bytes were just inserted into `cache`.
-    pub async fn inserted<K, V>(&self, cache: &moka::future::Cache<K, V>, weight: u64)
+    pub async fn inserted<K, V, S>(&self, cache: &moka::future::Cache<K, V, S>, weight: u64)
     where
         K: Hash + Eq + Send + Sync + 'static,
         V: Clone + Send + Sync + 'static,
+        S: std::hash::BuildHasher + Clone + Send + Sync + 'static,
     {
         let Some(slack) = self.slack else {
             return;
@@ -366,7 +386,7 @@ pub(crate) mod tests {
 
     /// An array of `chunks` stored chunks of 64 KiB each in `store`, every
     /// one written, each element its row number plus one.
-    async fn array_of_chunks_in(store: Store, chunks: u64) -> Array {
+    pub(crate) async fn array_of_chunks_in(store: Store, chunks: u64) -> Array {
         let doc = json!({"zarr_format": 2, "shape": [128 * chunks, 128], "chunks": [128, 128],
             "dtype": "<f4", "fill_value": 0, "order": "C", "filters": null, "compressor": null});
         let meta = v2::parse_array("a/.zarray", &doc, None).unwrap();
@@ -429,7 +449,7 @@ pub(crate) mod tests {
         let chunks = load_chunks(&array, &keys).await.unwrap();
         let firsts: Vec<Option<f32>> = chunks
             .iter()
-            .map(|c| match c.as_deref()? {
+            .map(|c| match c.as_ref()?.0.as_ref() {
                 ArrayBytes::Fixed(b) => Some(f32::from_le_bytes(b[..4].try_into().unwrap())),
                 ArrayBytes::Variable(_) => panic!("fixed-size chunks were written"),
             })
