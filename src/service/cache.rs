@@ -69,6 +69,11 @@ impl Entry {
             checked: Mutex::new(Instant::now()),
         })
     }
+    /// When this was last found to describe the stored value.
+    fn checked_at(&self) -> Instant {
+        *self.checked.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
     /// The decoded chunk this holds (`None` for a chunk not stored).
     fn chunk(&self) -> Option<Arc<ArrayBytes>> {
         match &self.value {
@@ -130,7 +135,7 @@ pub struct CacheStats {
 /// Decoded chunks and metadata, shared by every request.
 #[derive(Debug)]
 pub struct ZarrCache {
-    chunks: Cache<Key, Arc<Entry>, foldhash::fast::RandomState>,
+    chunks: Cache<Key, Arc<Entry>>,
     metadata: Cache<String, (Arc<Node>, Instant)>,
     generations: RwLock<HashMap<String, u64>>,
     /// Per path, how many keys at or below it were invalidated: what a
@@ -156,7 +161,7 @@ impl ZarrCache {
                     evictions.evictions.fetch_add(1, Ordering::Relaxed);
                 }
             })
-            .build_with_hasher(foldhash::fast::RandomState::default());
+            .build();
         let metadata = Cache::builder().max_capacity(100_000).build();
         Arc::new(ZarrCache {
             chunks,
@@ -259,8 +264,7 @@ impl ZarrCache {
         key: &StoreKey,
         entry: &Entry,
     ) -> std::result::Result<bool, StoreError> {
-        let checked = *entry.checked.lock().unwrap_or_else(|p| p.into_inner());
-        if !self.due(checked) {
+        if !self.due(entry.checked_at()) {
             return Ok(true);
         }
         self.counters.revalidations.fetch_add(1, Ordering::Relaxed);
@@ -349,7 +353,8 @@ impl ZarrCache {
     }
 
     /// Decoded chunks at `keys`: the valid cached ones, and the others
-    /// loaded together ([`load_chunks`]) and kept. Unlike
+    /// loaded together ([`load_chunks`]) and kept. Entries due for a
+    /// recheck are revalidated concurrently. Unlike
     /// [`ZarrCache::get_or_load`], two reads missing the same chunk at once
     /// both load it: the price of loading small chunks in groups.
     async fn chunks_together(
@@ -357,9 +362,11 @@ impl ZarrCache {
         array: &Array,
         keys: &[StoreKey],
     ) -> Result<Vec<Option<Arc<ArrayBytes>>>> {
+        let store = array.store();
         let mut found = Vec::with_capacity(keys.len());
+        let mut due = Vec::new();
         let mut missing = Vec::new();
-        for key in keys {
+        for (i, key) in keys.iter().enumerate() {
             // The generation before the read: a write meanwhile retires
             // what this read keeps.
             let cache_key = (
@@ -367,33 +374,51 @@ impl ZarrCache {
                 self.generation(key.as_str()),
                 Part::Decoded,
             );
-            let hit = match self.chunks.get(&cache_key).await {
-                Some(entry) => self.valid(array.store(), key, Part::Decoded, entry).await?,
-                None => None,
-            };
-            match hit {
-                Some(entry) => found.push(Some(entry.chunk())),
+            match self.chunks.get(&cache_key).await {
+                Some(entry) if self.due(entry.checked_at()) => {
+                    found.push(None);
+                    due.push((i, entry));
+                }
+                Some(entry) => {
+                    self.counters.hits.fetch_add(1, Ordering::Relaxed);
+                    found.push(Some(entry.chunk()));
+                }
                 None => {
                     found.push(None);
-                    missing.push((found.len() - 1, cache_key));
+                    missing.push((i, cache_key));
                 }
             }
         }
-        if missing.is_empty() {
-            return Ok(found.into_iter().map(Option::flatten).collect());
+        let checks = due
+            .iter()
+            .map(|(i, entry)| self.still_valid(store, &keys[*i], entry));
+        let valid = futures::future::try_join_all(checks).await?;
+        for ((i, entry), valid) in due.into_iter().zip(valid) {
+            if valid {
+                self.counters.hits.fetch_add(1, Ordering::Relaxed);
+                found[i] = Some(entry.chunk());
+            } else {
+                // The failed check retired the old generation: the reload
+                // is kept under the new one.
+                let key = keys[i].as_str();
+                missing.push((i, (key.to_string(), self.generation(key), Part::Decoded)));
+            }
         }
-        self.counters
-            .misses
-            .fetch_add(missing.len() as u64, Ordering::Relaxed);
-        let missing_keys: Vec<StoreKey> = missing.iter().map(|(i, _)| keys[*i].clone()).collect();
-        let loaded = load_chunks(array, &missing_keys).await?;
-        for ((i, cache_key), loaded) in missing.into_iter().zip(loaded) {
-            let entry = match loaded {
-                Some((chunk, e_tag)) => Entry::new(Value::Chunk(chunk), e_tag),
-                None => Entry::new(Value::Missing, None),
-            };
-            found[i] = Some(entry.chunk());
-            self.keep(cache_key, entry).await;
+        if !missing.is_empty() {
+            let missing_keys: Vec<StoreKey> =
+                missing.iter().map(|(i, _)| keys[*i].clone()).collect();
+            let loaded = load_chunks(array, &missing_keys).await?;
+            self.counters
+                .misses
+                .fetch_add(missing.len() as u64, Ordering::Relaxed);
+            for ((i, cache_key), loaded) in missing.into_iter().zip(loaded) {
+                let entry = match loaded {
+                    Some((chunk, e_tag)) => Entry::new(Value::Chunk(chunk), e_tag),
+                    None => Entry::new(Value::Missing, None),
+                };
+                found[i] = Some(entry.chunk());
+                self.keep(cache_key, entry).await;
+            }
         }
         Ok(found.into_iter().map(Option::flatten).collect())
     }
@@ -699,6 +724,40 @@ mod tests {
         read(Some(10)).await;
         assert_eq!(counts().0, 79);
         assert_eq!(counts().1, 41);
+    }
+
+    #[tokio::test]
+    async fn a_small_chunk_changed_behind_the_cache_is_reloaded_once() {
+        use crate::zarr::array::source::tests::array_of_chunks_in;
+        use crate::zarr::Selection;
+        let dir = tempfile::tempdir().unwrap();
+        let array = array_of_chunks_in(Store::local(dir.path()).unwrap(), 8).await;
+        let cache = ZarrCache::new(64 << 20, Recheck::Always);
+        let array = array.with_source(Arc::new(CachedSource(cache.clone())));
+        let all = Selection::parse(":,:")
+            .unwrap()
+            .resolve(&[128 * 8, 128])
+            .unwrap();
+        let first_of_chunk_3 = || {
+            let array = array.clone();
+            let all = all.clone();
+            async move {
+                let got = array.read(&all).await.unwrap().into_fixed().unwrap();
+                let at = 3 * 128 * 128 * 4;
+                f32::from_le_bytes(got[at..at + 4].try_into().unwrap())
+            }
+        };
+        assert_eq!(first_of_chunk_3().await, 385.0);
+        // Another process replaces chunk 3.
+        let replaced = dir.path().join("a/3.0.new");
+        std::fs::write(&replaced, (-1.0f32).to_le_bytes().repeat(128 * 128)).unwrap();
+        std::fs::rename(&replaced, dir.path().join("a/3.0")).unwrap();
+        assert_eq!(first_of_chunk_3().await, -1.0);
+        let misses = cache.stats().misses;
+        assert_eq!(misses, 9, "eight first loads, then the changed chunk");
+        // The reload was kept where the next read looks.
+        assert_eq!(first_of_chunk_3().await, -1.0);
+        assert_eq!(cache.stats().misses, misses);
     }
 
     #[tokio::test]

@@ -37,12 +37,13 @@ impl Store {
     }
 
     /// Whole values, with their versions, of the first of `keys`, in the
-    /// order given, `None` for a missing key. Keys of one local directory are read in one trip to the
-    /// blocking pool; others a few at a time (a caller runs several such
-    /// reads at once). The answer stops before a value that would take the
-    /// bytes read past `budget` (a local directory does not read it), so it
-    /// can be shorter than `keys` and the caller asks again for the rest: a
-    /// chunk key holding a huge file is then read on its own, not alongside
+    /// order given, `None` for a missing key. Keys of one local directory
+    /// are read in one trip to the blocking pool; others a few at a time (a
+    /// caller runs several such reads at once). Reading stops once the
+    /// values read pass `budget` (a local directory stops before the file
+    /// that would take them past it, others before their next few), so the
+    /// answer can be shorter than `keys` and the caller asks again for the
+    /// rest: a chunk key holding a huge file is then not read alongside
     /// many others. At least one key is answered.
     pub async fn get_many(
         &self,
@@ -66,7 +67,8 @@ impl Store {
         dir.get_many_whole(local_keys, budget).await
     }
 
-    /// [`Store::get_many`] for keys not all in one local directory.
+    /// [`Store::get_many`] for keys not all in one local directory: a few
+    /// at a time, no more once the values read pass `budget`.
     async fn get_some(
         &self,
         keys: &[StoreKey],
@@ -75,15 +77,12 @@ impl Store {
         let mut values = Vec::with_capacity(keys.len());
         let mut read = 0u64;
         for some in keys.chunks(GETS_AT_ONCE) {
+            if read > budget {
+                break;
+            }
             let gets = some.iter().map(|k| self.get_versioned(k));
             for value in futures::future::try_join_all(gets).await? {
-                let size = value.as_ref().map_or(0, |v| v.bytes.len() as u64);
-                // As a local directory would: the value that passes the
-                // budget waits for the next call.
-                if value.is_some() && !values.is_empty() && read.saturating_add(size) > budget {
-                    return Ok(values);
-                }
-                read += size;
+                read += value.as_ref().map_or(0, |v| v.bytes.len() as u64);
                 values.push(value);
             }
         }

@@ -163,6 +163,27 @@ async fn local_store_conforms() {
 }
 
 #[tokio::test]
+async fn a_directory_reads_no_file_past_the_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = filled(Store::local(dir.path()).unwrap()).await;
+    let k = |s: &str| StoreKey::new(s).unwrap();
+    // a/b holds 10 bytes, a/c/d one; a miss weighs nothing.
+    let within = |budget| {
+        let keys = [k("a/b"), k("a/nope"), k("a/c/d"), k("a/b")];
+        let store = store.clone();
+        async move { store.get_many(&keys, budget).await.unwrap().len() }
+    };
+    assert_eq!(
+        within(0).await,
+        2,
+        "the first value, however large, and the miss"
+    );
+    assert_eq!(within(10).await, 2);
+    assert_eq!(within(11).await, 3);
+    assert_eq!(within(21).await, 4);
+}
+
+#[tokio::test]
 async fn local_store_with_files_kept_open_conforms() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::local(dir.path()).unwrap();
@@ -528,12 +549,12 @@ struct Lacks {
     writes: bool,
 }
 
-/// The named read behaviours every backend runs, on a store that holds
 /// The values of a [`Store::get_many`] answer.
 fn bytes_of(values: Vec<Option<Versioned>>) -> Vec<Option<Bytes>> {
     values.into_iter().map(|v| v.map(|v| v.bytes)).collect()
 }
 
+/// The named read behaviours every backend runs, on a store that holds
 /// `a/b` = "0123456789" and `a/c/d` = "x".
 async fn reads_conform(store: &Store, lacks: Lacks) {
     let k = |s: &str| StoreKey::new(s).unwrap();
@@ -561,20 +582,27 @@ async fn reads_conform(store: &Store, lacks: Lacks) {
             Some(Bytes::from_static(b"x")),
         ]
     );
-    // ... and stop before a value that would pass the byte budget; the
-    // first value is always answered, however large
-    let within = |budget| {
-        let keys = [k("a/b"), k("a/nope"), k("a/c/d"), k("a/b")];
-        async move { store.get_many(&keys, budget).await.unwrap().len() }
-    };
-    assert_eq!(
-        within(0).await,
-        2,
-        "a/b, then the miss, which weighs nothing"
+    // ... and stop once past the byte budget, at least one value answered,
+    // the rest left for the next call
+    let keys = [
+        k("a/b"),
+        k("a/nope"),
+        k("a/c/d"),
+        k("a/b"),
+        k("a/b"),
+        k("a/b"),
+    ];
+    let all = bytes_of(store.get_many(&keys, u64::MAX).await.unwrap());
+    assert_eq!(all.len(), keys.len());
+    let some = bytes_of(store.get_many(&keys, 0).await.unwrap());
+    assert!(
+        (1..keys.len()).contains(&some.len()),
+        "{} values",
+        some.len()
     );
-    assert_eq!(within(10).await, 2);
-    assert_eq!(within(11).await, 3);
-    assert_eq!(within(21).await, 4);
+    let rest = bytes_of(store.get_many(&keys[some.len()..], 0).await.unwrap());
+    assert_eq!(&all[..some.len()], &some[..]);
+    assert_eq!(&all[some.len()..][..rest.len()], &rest[..]);
     assert!(store.get_many(&[], 0).await.unwrap().is_empty());
     assert!(matches!(
         store

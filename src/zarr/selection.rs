@@ -397,27 +397,30 @@ fn dim_chunk_maps(dim: &ResolvedDim, chunk: u64) -> Vec<(u64, DimMap)> {
         m.src.push((i % chunk) as usize);
         m.dst.push(out as usize);
     };
-    if let Indices::List(_) = dim.indices {
-        let mut maps: BTreeMap<u64, DimMap> = BTreeMap::new();
-        for out in 0..dim.indices.len() {
-            let i = dim.indices.get(out);
-            place(maps.entry(i / chunk).or_default(), i, out);
+    let (len, step) = match dim.indices {
+        Indices::Range { len, step, .. } => (len, step.max(1)),
+        Indices::List(_) => {
+            let mut maps: BTreeMap<u64, DimMap> = BTreeMap::new();
+            for out in 0..dim.indices.len() {
+                let i = dim.indices.get(out);
+                place(maps.entry(i / chunk).or_default(), i, out);
+            }
+            return maps.into_iter().collect();
         }
-        return maps.into_iter().collect();
-    }
+    };
     // A range only increases: each chunk's positions are one run, with no
     // map lookup per element (a whole-array read of small chunks made one
     // for every column of every chunk row).
     let mut maps: Vec<(u64, DimMap)> = Vec::new();
-    let len = dim.indices.len();
     for out in 0..len {
         let i = dim.indices.get(out);
         let c = i / chunk;
         if maps.last().is_none_or(|(last, _)| *last != c) {
-            // At most the rest of the chunk, or of the range: exact for a
-            // step of 1, so the maps never grow (regrowing them was 6% of
-            // a whole read of small cached chunks).
-            let run = (chunk - i % chunk).min(len - out) as usize;
+            // The positions of the range in the rest of this chunk, exactly
+            // (whatever the step, so a sparse step reserves nothing it does
+            // not fill): the maps never regrow, which was 6% of a whole
+            // read of small cached chunks.
+            let run = ((chunk - 1 - i % chunk) / step + 1).min(len - out) as usize;
             let map = DimMap {
                 src: Vec::with_capacity(run),
                 dst: Vec::with_capacity(run),
@@ -566,6 +569,30 @@ fn sub_indices(indices: &Indices, start: u64, end: u64) -> Indices {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn range_maps_reserve_what_they_hold_whatever_the_step() {
+        // A step near the chunk size must not reserve the rest of each
+        // chunk for the one position it holds there.
+        for (start, step, len, chunk) in [
+            (0, 1, 100, 7),
+            (3, 5, 40, 16),
+            (5, 999_999, 1_000, 1_000_000),
+            (2, 64, 64, 64),
+        ] {
+            let dim = ResolvedDim {
+                indices: Indices::Range { start, step, len },
+                keep: true,
+            };
+            let maps = dim_chunk_maps(&dim, chunk);
+            let held: usize = maps.iter().map(|(_, m)| m.src.len()).sum();
+            assert_eq!(held as u64, len);
+            for (c, m) in &maps {
+                assert_eq!(m.src.capacity(), m.src.len(), "chunk {c} of step {step}");
+                assert_eq!(m.dst.capacity(), m.dst.len(), "chunk {c} of step {step}");
+            }
+        }
+    }
 
     #[test]
     fn slabs_cover_the_selection_in_order() {

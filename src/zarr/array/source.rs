@@ -219,11 +219,10 @@ impl Settle {
     }
 
     /// `weight` bytes were just inserted into `cache`.
-    pub async fn inserted<K, V, S>(&self, cache: &moka::future::Cache<K, V, S>, weight: u64)
+    pub async fn inserted<K, V>(&self, cache: &moka::future::Cache<K, V>, weight: u64)
     where
         K: Hash + Eq + Send + Sync + 'static,
         V: Clone + Send + Sync + 'static,
-        S: std::hash::BuildHasher + Clone + Send + Sync + 'static,
     {
         let Some(slack) = self.slack else {
             return;
