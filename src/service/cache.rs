@@ -550,21 +550,25 @@ impl ChunkSource for CachedSource {
     }
 
     async fn shard_index(&self, array: &Array, key: &StoreKey) -> Result<Option<Arc<ShardIndex>>> {
+        if self.0.capacity == 0 {
+            return Direct.shard_index(array, key).await;
+        }
         let entry = self
             .0
             .get_or_load(array, key, Part::Decoded, || async {
-                // Size and ETag first: the index is then read by a bounded
-                // range (some stores refuse suffix ranges), and a rewrite
-                // between the two makes the entry look stale, not current.
-                let Some(meta) = array.store().head(key).await? else {
-                    return Ok(Entry::new(Value::Missing, None));
-                };
-                match array.read_shard_index_of(key, &meta).await {
-                    Ok(index) => Ok(Entry::new(
-                        Value::Index(Arc::new(index)),
-                        meta.version.e_tag,
-                    )),
-                    Err(ZarrError::Store(StoreError::NotFound { .. })) => {
+                // One read gives the index and the version it belongs to
+                // (the store answers a suffix with the value's size and
+                // ETag, and asks for the size first where it has no suffix
+                // ranges): a rewrite meanwhile makes the entry look stale,
+                // never current.
+                match array.read_shard_index(key).await {
+                    Ok(Some((index, _))) => {
+                        let e_tag = index.e_tag().map(str::to_string);
+                        Ok(Entry::new(Value::Index(Arc::new(index)), e_tag))
+                    }
+                    // Deleted between the size and the range, where a store
+                    // reads them apart.
+                    Ok(None) | Err(ZarrError::Store(StoreError::NotFound { .. })) => {
                         Ok(Entry::new(Value::Missing, None))
                     }
                     Err(e) => Err(e),

@@ -107,6 +107,9 @@ impl Store {
         n: u64,
     ) -> Result<Option<(Bytes, KeyMeta)>, StoreError> {
         let (store, key) = self.route(key)?;
+        if let Some(local) = &store.local {
+            return local.get_suffix(&key, n).await;
+        }
         let options = GetOptions {
             range: Some(GetRange::Suffix(n)),
             ..Default::default()

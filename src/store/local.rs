@@ -263,6 +263,20 @@ impl LocalReads {
             .await?
             .map(|(opened, _, bytes)| (bytes, opened.meta.clone())))
     }
+
+    /// The last `n` bytes of the file as it is now (all of it when
+    /// shorter), with its size and version, in one trip to the blocking
+    /// pool. `None` when missing.
+    pub(super) async fn get_suffix(
+        &self,
+        key: &StoreKey,
+        n: u64,
+    ) -> Result<Option<(Bytes, KeyMeta)>, StoreError> {
+        Ok(self
+            .open_now(key, Some(StoreRange::Suffix(n)), u64::MAX)
+            .await?
+            .map(|(opened, _, bytes)| (bytes, opened.meta.clone())))
+    }
 }
 
 /// Open the file at `path` as it is now and read the first `first_block`

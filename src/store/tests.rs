@@ -614,6 +614,14 @@ async fn reads_conform(store: &Store, lacks: Lacks) {
     assert_eq!(store.get_range(&k("a/b"), 2..5).await.unwrap(), &b"234"[..]);
     let (suffix, meta) = store.get_suffix(&k("a/b"), 3).await.unwrap().unwrap();
     assert_eq!((suffix.as_ref(), meta.size), (&b"789"[..], 10));
+    let head = store.head(&k("a/b")).await.unwrap().unwrap();
+    assert_eq!(
+        meta.version, head.version,
+        "a suffix says which version it is of"
+    );
+    let (all, _) = store.get_suffix(&k("a/b"), 30).await.unwrap().unwrap();
+    assert_eq!(all.as_ref(), &b"0123456789"[..]);
+    assert!(store.get_suffix(&k("a/nope"), 3).await.unwrap().is_none());
     let parts = store.get_ranges(&k("a/b"), &[0..1, 8..10]).await.unwrap();
     assert_eq!(
         parts,
