@@ -281,6 +281,46 @@ impl ZarrCache {
         Ok(valid)
     }
 
+    /// [`ZarrCache::still_valid`] for the entries `due` (index into `keys`,
+    /// entry), asking the store about all of them at once.
+    async fn still_valid_many(
+        &self,
+        store: &Store,
+        keys: &[StoreKey],
+        due: &[(usize, Arc<Entry>)],
+    ) -> std::result::Result<Vec<bool>, StoreError> {
+        // What to ask: a missing chunk stays valid while it is missing; a
+        // value without an ETag cannot be revalidated.
+        let mut asks = Vec::with_capacity(due.len());
+        for (i, entry) in due {
+            match (&entry.value, &entry.e_tag) {
+                (Value::Missing, _) => asks.push((keys[*i].clone(), None)),
+                (_, Some(e_tag)) => asks.push((keys[*i].clone(), Some(e_tag.clone()))),
+                (_, None) => {}
+            }
+        }
+        self.counters
+            .revalidations
+            .fetch_add(asks.len() as u64, Ordering::Relaxed);
+        let mut answers = store.changed_since_many(&asks).await?.into_iter();
+        let now = Instant::now();
+        let mut valid = Vec::with_capacity(due.len());
+        for (i, entry) in due {
+            let still = match (&entry.value, &entry.e_tag) {
+                (Value::Missing, _) => matches!(answers.next(), Some(Change::Missing)),
+                (_, Some(_)) => matches!(answers.next(), Some(Change::Unchanged)),
+                (_, None) => false,
+            };
+            if still {
+                *entry.checked.lock().unwrap_or_else(|p| p.into_inner()) = now;
+            } else {
+                self.invalidate_key(keys[*i].as_str());
+            }
+            valid.push(still);
+        }
+        Ok(valid)
+    }
+
     /// Look up or load one entry; concurrent misses for one key load once.
     async fn get_or_load<F>(
         &self,
@@ -389,10 +429,7 @@ impl ZarrCache {
                 }
             }
         }
-        let checks = due
-            .iter()
-            .map(|(i, entry)| self.still_valid(store, &keys[*i], entry));
-        let valid = futures::future::try_join_all(checks).await?;
+        let valid = self.still_valid_many(store, keys, &due).await?;
         for ((i, entry), valid) in due.into_iter().zip(valid) {
             if valid {
                 self.counters.hits.fetch_add(1, Ordering::Relaxed);
@@ -762,6 +799,16 @@ mod tests {
         // The reload was kept where the next read looks.
         assert_eq!(first_of_chunk_3().await, -1.0);
         assert_eq!(cache.stats().misses, misses);
+        // A chunk removed behind the cache reads as the fill value, and
+        // stays found (as missing) until it is written again.
+        std::fs::remove_file(dir.path().join("a/3.0")).unwrap();
+        assert_eq!(first_of_chunk_3().await, 0.0);
+        assert_eq!(first_of_chunk_3().await, 0.0);
+        assert_eq!(cache.stats().misses, misses + 1);
+        std::fs::write(&replaced, 7.0f32.to_le_bytes().repeat(128 * 128)).unwrap();
+        std::fs::rename(&replaced, dir.path().join("a/3.0")).unwrap();
+        assert_eq!(first_of_chunk_3().await, 7.0);
+        assert_eq!(cache.stats().misses, misses + 2);
     }
 
     #[tokio::test]

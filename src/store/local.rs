@@ -31,7 +31,9 @@ use super::chrono_like::Timestamp;
 use super::confined::ConfinedDir;
 use super::open_files::read_cached;
 pub(super) use super::open_files::OpenFile;
-use super::{path_of, GetResponse, KeyMeta, StoreError, StoreKey, StoreRange, Version, Versioned};
+use super::{
+    path_of, Change, GetResponse, KeyMeta, StoreError, StoreKey, StoreRange, Version, Versioned,
+};
 
 /// How much one trip to the blocking pool reads.
 const BLOCK: u64 = 1 << 20;
@@ -137,6 +139,43 @@ impl LocalReads {
                 }));
             }
             Ok(values)
+        })
+        .await
+    }
+
+    /// Whether each file still has the ETag given (see
+    /// [`super::Store::changed_since_many`]), in one trip to the blocking
+    /// pool. Files are opened as they are now and not kept.
+    pub(super) async fn changed_since_many(
+        &self,
+        keys: Vec<StoreKey>,
+        e_tags: Vec<Option<String>>,
+    ) -> Result<Vec<Change>, StoreError> {
+        let Some(first) = keys.first().cloned() else {
+            return Ok(Vec::new());
+        };
+        let paths = keys
+            .iter()
+            .map(|k| self.path(k))
+            .collect::<Result<Vec<_>, _>>()?;
+        let dir = self.dir.clone();
+        blocking(&first, move || {
+            keys.iter()
+                .zip(&paths)
+                .zip(&e_tags)
+                .map(|((key, path), e_tag)| {
+                    Ok(match open_file(&dir, key, path)? {
+                        None => Change::Missing,
+                        Some(now)
+                            if now.meta.version.e_tag.is_some()
+                                && now.meta.version.e_tag == *e_tag =>
+                        {
+                            Change::Unchanged
+                        }
+                        Some(now) => Change::Changed(now.meta),
+                    })
+                })
+                .collect()
         })
         .await
     }

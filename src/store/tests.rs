@@ -610,6 +610,33 @@ async fn reads_conform(store: &Store, lacks: Lacks) {
             .await,
         Err(StoreError::InvalidKey { .. })
     ));
+    // whether values changed since a version, several at once
+    let now = store.head(&k("a/b")).await.unwrap().unwrap();
+    let e_tag = now.version.e_tag.clone();
+    if e_tag.is_some() {
+        let asks = [
+            (k("a/b"), e_tag.clone()),
+            (k("a/b"), Some("\"other\"".to_string())),
+            (k("a/nope"), None),
+            (k("a/b"), None),
+            (k("a/nope"), e_tag),
+        ];
+        let changes = store.changed_since_many(&asks).await.unwrap();
+        assert!(
+            matches!(
+                &changes[..],
+                [
+                    Change::Unchanged,
+                    Change::Changed(m),
+                    Change::Missing,
+                    Change::Changed(_),
+                    Change::Missing
+                ] if m.version == now.version
+            ),
+            "{changes:?}"
+        );
+    }
+    assert!(store.changed_since_many(&[]).await.unwrap().is_empty());
     // ranges, suffixes, vectored ranges
     assert_eq!(store.get_range(&k("a/b"), 2..5).await.unwrap(), &b"234"[..]);
     let (suffix, meta) = store.get_suffix(&k("a/b"), 3).await.unwrap().unwrap();
