@@ -110,19 +110,11 @@ impl LocalReads {
         keys: Vec<StoreKey>,
         budget: u64,
     ) -> Result<Vec<Option<Versioned>>, StoreError> {
-        let Some(first) = keys.first().cloned() else {
-            return Ok(Vec::new());
-        };
-        let paths = keys
-            .iter()
-            .map(|k| self.path(k))
-            .collect::<Result<Vec<_>, _>>()?;
-        let dir = self.dir.clone();
-        blocking(&first, move || {
+        self.on_files(keys, move |dir, keys, paths| {
             let mut values = Vec::with_capacity(keys.len());
             let mut read = 0u64;
-            for (key, path) in keys.iter().zip(&paths) {
-                let Some(opened) = open_keeping(&dir, key, path)? else {
+            for (key, path) in keys.iter().zip(paths) {
+                let Some(opened) = open_keeping(dir, key, path)? else {
                     values.push(None);
                     continue;
                 };
@@ -151,20 +143,12 @@ impl LocalReads {
         keys: Vec<StoreKey>,
         e_tags: Vec<Option<String>>,
     ) -> Result<Vec<Change>, StoreError> {
-        let Some(first) = keys.first().cloned() else {
-            return Ok(Vec::new());
-        };
-        let paths = keys
-            .iter()
-            .map(|k| self.path(k))
-            .collect::<Result<Vec<_>, _>>()?;
-        let dir = self.dir.clone();
-        blocking(&first, move || {
+        self.on_files(keys, move |dir, keys, paths| {
             keys.iter()
-                .zip(&paths)
+                .zip(paths)
                 .zip(&e_tags)
                 .map(|((key, path), e_tag)| {
-                    Ok(match open_file(&dir, key, path)? {
+                    Ok(match open_file(dir, key, path)? {
                         None => Change::Missing,
                         Some(now)
                             if now.meta.version.e_tag.is_some()
@@ -178,6 +162,26 @@ impl LocalReads {
                 .collect()
         })
         .await
+    }
+
+    /// Run `work` on the files of `keys` (their paths in this directory)
+    /// in one trip to the blocking pool; no trip for no keys.
+    async fn on_files<T: Default + Send + 'static>(
+        &self,
+        keys: Vec<StoreKey>,
+        work: impl FnOnce(&ConfinedDir, &[StoreKey], &[PathBuf]) -> Result<T, StoreError>
+            + Send
+            + 'static,
+    ) -> Result<T, StoreError> {
+        let Some(first) = keys.first().cloned() else {
+            return Ok(T::default());
+        };
+        let paths = keys
+            .iter()
+            .map(|k| self.path(k))
+            .collect::<Result<Vec<_>, _>>()?;
+        let dir = self.dir.clone();
+        blocking(&first, move || work(&dir, &keys, &paths)).await
     }
 
     /// Open the file (a kept one when `kept_ok`) and read the first block of
