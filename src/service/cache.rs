@@ -301,7 +301,7 @@ impl ZarrCache {
         }
         self.counters
             .revalidations
-            .fetch_add(asks.len() as u64, Ordering::Relaxed);
+            .fetch_add(due.len() as u64, Ordering::Relaxed);
         let mut answers = store.changed_since_many(&asks).await?.into_iter();
         let now = Instant::now();
         let mut valid = Vec::with_capacity(due.len());
@@ -588,6 +588,7 @@ impl ChunkSource for CachedSource {
 
     async fn shard_index(&self, array: &Array, key: &StoreKey) -> Result<Option<Arc<ShardIndex>>> {
         if self.0.capacity == 0 {
+            self.0.counters.misses.fetch_add(1, Ordering::Relaxed);
             return Direct.shard_index(array, key).await;
         }
         let entry = self

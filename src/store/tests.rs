@@ -813,6 +813,39 @@ async fn http_store_reads_conform() {
     server.abort();
 }
 
+#[tokio::test]
+async fn http_store_without_suffix_ranges_reads_conform() {
+    // A server that answers suffix ranges with the whole value, as some
+    // do: suffixes fall back to the size and a bounded range.
+    let served = filled(Store::memory()).await;
+    let app = crate::http::router(crate::http::AppState::new(
+        served,
+        crate::config::Config::default(),
+    ))
+    .layer(axum::middleware::map_request(
+        |mut req: axum::http::Request<axum::body::Body>| async move {
+            let suffix = req
+                .headers()
+                .get(axum::http::header::RANGE)
+                .is_some_and(|r| r.as_bytes().starts_with(b"bytes=-"));
+            if suffix {
+                req.headers_mut().remove(axum::http::header::RANGE);
+            }
+            req
+        },
+    ));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let store = Store::open(&format!("http://{addr}/zarr/")).unwrap();
+    let lacks = Lacks {
+        listing: true,
+        writes: true,
+    };
+    reads_conform(&store, lacks).await;
+    server.abort();
+}
+
 /// The object-store emulators the interop tests use (moto for S3, Azurite
 /// for Azure), started here from the paths `scripts/test` exports. Without
 /// them (a bare `cargo test`) these backends are skipped, saying so; under
