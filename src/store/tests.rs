@@ -793,14 +793,14 @@ async fn zip_store_reads_conform() {
     reads_conform(&store, lacks).await;
 }
 
-#[tokio::test]
-async fn http_store_reads_conform() {
-    // zarrd itself serving a memory store on loopback is the HTTP server.
+/// zarrd itself, serving a memory store on loopback through `app`'s
+/// changes to its router, as the HTTP server of an `http://` store.
+async fn reads_conform_over_http(app: impl FnOnce(axum::Router) -> axum::Router) {
     let served = filled(Store::memory()).await;
-    let app = crate::http::router(crate::http::AppState::new(
+    let app = app(crate::http::router(crate::http::AppState::new(
         served,
         crate::config::Config::default(),
-    ));
+    )));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let server = tokio::spawn(async move { axum::serve(listener, app).await });
@@ -814,36 +814,29 @@ async fn http_store_reads_conform() {
 }
 
 #[tokio::test]
+async fn http_store_reads_conform() {
+    reads_conform_over_http(|app| app).await;
+}
+
+#[tokio::test]
 async fn http_store_without_suffix_ranges_reads_conform() {
     // A server that answers suffix ranges with the whole value, as some
     // do: suffixes fall back to the size and a bounded range.
-    let served = filled(Store::memory()).await;
-    let app = crate::http::router(crate::http::AppState::new(
-        served,
-        crate::config::Config::default(),
-    ))
-    .layer(axum::middleware::map_request(
-        |mut req: axum::http::Request<axum::body::Body>| async move {
-            let suffix = req
-                .headers()
-                .get(axum::http::header::RANGE)
-                .is_some_and(|r| r.as_bytes().starts_with(b"bytes=-"));
-            if suffix {
-                req.headers_mut().remove(axum::http::header::RANGE);
-            }
-            req
-        },
-    ));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let server = tokio::spawn(async move { axum::serve(listener, app).await });
-    let store = Store::open(&format!("http://{addr}/zarr/")).unwrap();
-    let lacks = Lacks {
-        listing: true,
-        writes: true,
-    };
-    reads_conform(&store, lacks).await;
-    server.abort();
+    reads_conform_over_http(|app| {
+        app.layer(axum::middleware::map_request(
+            |mut req: axum::http::Request<axum::body::Body>| async move {
+                let suffix = req
+                    .headers()
+                    .get(axum::http::header::RANGE)
+                    .is_some_and(|r| r.as_bytes().starts_with(b"bytes=-"));
+                if suffix {
+                    req.headers_mut().remove(axum::http::header::RANGE);
+                }
+                req
+            },
+        ))
+    })
+    .await;
 }
 
 /// The object-store emulators the interop tests use (moto for S3, Azurite
