@@ -267,35 +267,25 @@ impl ZarrCache {
         if !self.due(entry.checked_at()) {
             return Ok(true);
         }
-        self.counters.revalidations.fetch_add(1, Ordering::Relaxed);
-        let valid = match (&entry.value, &entry.e_tag) {
-            (Value::Missing, _) => store.head(key).await?.is_none(),
-            (_, Some(e_tag)) => matches!(store.changed_since(key, e_tag).await?, Change::Unchanged),
-            (_, None) => false,
-        };
-        if valid {
-            *entry.checked.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
-        } else {
-            self.invalidate_key(key.as_str());
-        }
-        Ok(valid)
+        let valid = self.revalidate(store, &[(key, entry)]).await?;
+        Ok(valid.first().copied().unwrap_or(false))
     }
 
-    /// [`ZarrCache::still_valid`] for the entries `due` (index into `keys`,
-    /// entry), asking the store about all of them at once.
-    async fn still_valid_many(
+    /// Ask the store whether each entry due for a recheck still describes
+    /// its key's value, all at once ([`Store::changed_since_many`]); the
+    /// valid are marked checked now, the others' keys invalidated.
+    async fn revalidate(
         &self,
         store: &Store,
-        keys: &[StoreKey],
-        due: &[(usize, Arc<Entry>)],
+        due: &[(&StoreKey, &Entry)],
     ) -> std::result::Result<Vec<bool>, StoreError> {
         // What to ask: a missing chunk stays valid while it is missing; a
         // value without an ETag cannot be revalidated.
         let mut asks = Vec::with_capacity(due.len());
-        for (i, entry) in due {
+        for (key, entry) in due {
             match (&entry.value, &entry.e_tag) {
-                (Value::Missing, _) => asks.push((keys[*i].clone(), None)),
-                (_, Some(e_tag)) => asks.push((keys[*i].clone(), Some(e_tag.clone()))),
+                (Value::Missing, _) => asks.push(((*key).clone(), None)),
+                (_, Some(e_tag)) => asks.push(((*key).clone(), Some(e_tag.clone()))),
                 (_, None) => {}
             }
         }
@@ -305,7 +295,7 @@ impl ZarrCache {
         let mut answers = store.changed_since_many(&asks).await?.into_iter();
         let now = Instant::now();
         let mut valid = Vec::with_capacity(due.len());
-        for (i, entry) in due {
+        for (key, entry) in due {
             let still = match (&entry.value, &entry.e_tag) {
                 (Value::Missing, _) => matches!(answers.next(), Some(Change::Missing)),
                 (_, Some(_)) => matches!(answers.next(), Some(Change::Unchanged)),
@@ -314,7 +304,7 @@ impl ZarrCache {
             if still {
                 *entry.checked.lock().unwrap_or_else(|p| p.into_inner()) = now;
             } else {
-                self.invalidate_key(keys[*i].as_str());
+                self.invalidate_key(key.as_str());
             }
             valid.push(still);
         }
@@ -394,7 +384,7 @@ impl ZarrCache {
 
     /// Decoded chunks at `keys`: the valid cached ones, and the others
     /// loaded together ([`load_chunks`]) and kept. Entries due for a
-    /// recheck are revalidated concurrently. Unlike
+    /// recheck are revalidated together. Unlike
     /// [`ZarrCache::get_or_load`], two reads missing the same chunk at once
     /// both load it: the price of loading small chunks in groups.
     async fn chunks_together(
@@ -429,7 +419,8 @@ impl ZarrCache {
                 }
             }
         }
-        let valid = self.still_valid_many(store, keys, &due).await?;
+        let checks: Vec<_> = due.iter().map(|(i, e)| (&keys[*i], e.as_ref())).collect();
+        let valid = self.revalidate(store, &checks).await?;
         for ((i, entry), valid) in due.into_iter().zip(valid) {
             if valid {
                 self.counters.hits.fetch_add(1, Ordering::Relaxed);
