@@ -89,25 +89,173 @@ pub(crate) fn c_strides(shape: &[usize]) -> Vec<usize> {
 }
 
 /// For one dimension: which source indices go to which destination indices.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct DimMap {
-    pub src: Vec<usize>,
-    pub dst: Vec<usize>,
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DimMap {
+    /// `len` positions in step on both sides: the k-th goes from
+    /// `src + k * src_step` to `dst + k * dst_step`. What a range selects
+    /// in one chunk, held without a word per element: a read of small
+    /// chunks built, cloned and scanned two lists per chunk and dimension.
+    Strided {
+        src: usize,
+        src_step: usize,
+        dst: usize,
+        dst_step: usize,
+        len: usize,
+    },
+    /// Any positions, one pair per element (lists of indices).
+    List { src: Vec<usize>, dst: Vec<usize> },
 }
 
 impl DimMap {
     /// `len` consecutive indices from `src` to `dst`.
     pub fn range(src: usize, dst: usize, len: usize) -> Self {
-        DimMap {
-            src: (src..src + len).collect(),
-            dst: (dst..dst + len).collect(),
+        DimMap::Strided {
+            src,
+            src_step: 1,
+            dst,
+            dst_step: 1,
+            len,
         }
     }
-    pub fn len(&self) -> usize {
-        self.src.len()
+
+    /// Source index `src[k]` to destination index `dst[k]`.
+    pub fn list(src: Vec<usize>, dst: Vec<usize>) -> Self {
+        debug_assert_eq!(src.len(), dst.len());
+        DimMap::List { src, dst }
     }
+
+    pub fn len(&self) -> usize {
+        match self {
+            DimMap::Strided { len, .. } => *len,
+            DimMap::List { src, .. } => src.len(),
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
-        self.src.is_empty()
+        self.len() == 0
+    }
+
+    /// The `k`-th source index.
+    pub fn src(&self, k: usize) -> usize {
+        match self {
+            DimMap::Strided { src, src_step, .. } => src + k * src_step,
+            DimMap::List { src, .. } => src[k],
+        }
+    }
+
+    /// The `k`-th destination index.
+    pub fn dst(&self, k: usize) -> usize {
+        match self {
+            DimMap::Strided { dst, dst_step, .. } => dst + k * dst_step,
+            DimMap::List { dst, .. } => dst[k],
+        }
+    }
+
+    /// Every (source, destination) pair, in order.
+    pub fn pairs(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        (0..self.len()).map(|k| (self.src(k), self.dst(k)))
+    }
+
+    /// The same pairs from destination to source (a write's view of a read's map).
+    pub fn inverse(&self) -> Self {
+        match self {
+            DimMap::Strided {
+                src,
+                src_step,
+                dst,
+                dst_step,
+                len,
+            } => DimMap::Strided {
+                src: *dst,
+                src_step: *dst_step,
+                dst: *src,
+                dst_step: *src_step,
+                len: *len,
+            },
+            DimMap::List { src, dst } => DimMap::List {
+                src: dst.clone(),
+                dst: src.clone(),
+            },
+        }
+    }
+
+    /// The same sources, to destinations `0..len`.
+    pub fn compacted(&self) -> Self {
+        match self {
+            DimMap::Strided {
+                src, src_step, len, ..
+            } => DimMap::Strided {
+                src: *src,
+                src_step: *src_step,
+                dst: 0,
+                dst_step: 1,
+                len: *len,
+            },
+            DimMap::List { src, .. } => DimMap::List {
+                src: src.clone(),
+                dst: (0..src.len()).collect(),
+            },
+        }
+    }
+
+    /// The smallest range holding every source index (`None` when empty).
+    pub fn src_span(&self) -> Option<std::ops::Range<usize>> {
+        match self {
+            DimMap::Strided { len: 0, .. } => None,
+            DimMap::Strided {
+                src, src_step, len, ..
+            } => Some(*src..src + (len - 1) * src_step + 1),
+            DimMap::List { src, .. } => Some(*src.iter().min()?..src.iter().max()? + 1),
+        }
+    }
+
+    /// Source indices moved down by `by` (a part of a chunk seen from a
+    /// run of its rows that starts at `by`). Every source index is at least `by`.
+    pub fn src_from(&self, by: usize) -> Self {
+        match self {
+            DimMap::Strided {
+                src,
+                src_step,
+                dst,
+                dst_step,
+                len,
+            } => DimMap::Strided {
+                src: src - by,
+                src_step: *src_step,
+                dst: *dst,
+                dst_step: *dst_step,
+                len: *len,
+            },
+            DimMap::List { src, dst } => DimMap::List {
+                src: src.iter().map(|i| i - by).collect(),
+                dst: dst.clone(),
+            },
+        }
+    }
+
+    /// Runs where both sides are consecutive: (src, dst, len).
+    fn runs(&self) -> Vec<(usize, usize, usize)> {
+        if let DimMap::Strided {
+            src,
+            src_step: 1,
+            dst,
+            dst_step: 1,
+            len,
+        } = *self
+        {
+            return vec![(src, dst, len)];
+        }
+        let mut out: Vec<(usize, usize, usize)> = Vec::new();
+        for (s, d) in self.pairs() {
+            if let Some(last) = out.last_mut() {
+                if last.0 + last.2 == s && last.1 + last.2 == d {
+                    last.2 += 1;
+                    continue;
+                }
+            }
+            out.push((s, d, 1));
+        }
+        out
     }
 }
 
@@ -117,21 +265,6 @@ fn strides(shape: &[usize]) -> Vec<usize> {
         s[i] = s[i + 1] * shape[i + 1];
     }
     s
-}
-
-/// Runs of the innermost map where both sides are consecutive: (src, dst, len).
-fn runs(map: &DimMap) -> Vec<(usize, usize, usize)> {
-    let mut out: Vec<(usize, usize, usize)> = Vec::new();
-    for (&s, &d) in map.src.iter().zip(&map.dst) {
-        if let Some(last) = out.last_mut() {
-            if last.0 + last.2 == s && last.1 + last.2 == d {
-                last.2 += 1;
-                continue;
-            }
-        }
-        out.push((s, d, 1));
-    }
-    out
 }
 
 /// Copy the elements `maps` select from `src` (of `src_shape`) into `dst`
@@ -180,15 +313,15 @@ pub fn for_each_run(
     let ndim = maps.len();
     let ss = strides(src_shape);
     let ds = strides(dst_shape);
-    let inner = runs(&maps[ndim - 1]);
+    let inner = maps[ndim - 1].runs();
     let outer = &maps[..ndim - 1];
     let mut counter = vec![0usize; outer.len()];
     loop {
         let mut s_base = 0;
         let mut d_base = 0;
         for (dim, &i) in counter.iter().enumerate() {
-            s_base += outer[dim].src[i] * ss[dim];
-            d_base += outer[dim].dst[i] * ds[dim];
+            s_base += outer[dim].src(i) * ss[dim];
+            d_base += outer[dim].dst(i) * ds[dim];
         }
         for &(s, d, n) in &inner {
             run(s_base + s, d_base + d, n);
@@ -245,10 +378,7 @@ mod tests {
     fn copies_strided_and_variable() {
         let src = ArrayBytes::Variable((0u8..6).map(|i| vec![i]).collect());
         let mut dst = ArrayBytes::Variable(vec![vec![]; 2]);
-        let map = DimMap {
-            src: vec![4, 0],
-            dst: vec![0, 1],
-        };
+        let map = DimMap::list(vec![4, 0], vec![0, 1]);
         copy_mapped(&src, &[6], &mut dst, &[2], &[map], 0);
         assert_eq!(dst, ArrayBytes::Variable(vec![vec![4], vec![0]]));
     }

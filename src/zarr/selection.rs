@@ -393,43 +393,39 @@ impl Resolved {
 /// Per dimension: chunk index → map from chunk-local to output positions,
 /// by chunk index.
 fn dim_chunk_maps(dim: &ResolvedDim, chunk: u64) -> Vec<(u64, DimMap)> {
-    let place = |m: &mut DimMap, i: u64, out: u64| {
-        m.src.push((i % chunk) as usize);
-        m.dst.push(out as usize);
-    };
-    let (len, step) = match dim.indices {
-        Indices::Range { len, step, .. } => (len, step.max(1)),
-        Indices::List(_) => {
-            let mut maps: BTreeMap<u64, DimMap> = BTreeMap::new();
-            for out in 0..dim.indices.len() {
-                let i = dim.indices.get(out);
-                place(maps.entry(i / chunk).or_default(), i, out);
+    let (start, step, len) = match &dim.indices {
+        Indices::Range { start, step, len } => (*start, (*step).max(1), *len),
+        Indices::List(list) => {
+            let mut maps: BTreeMap<u64, (Vec<usize>, Vec<usize>)> = BTreeMap::new();
+            for (out, &i) in list.iter().enumerate() {
+                let (src, dst) = maps.entry(i / chunk).or_default();
+                src.push((i % chunk) as usize);
+                dst.push(out);
             }
-            return maps.into_iter().collect();
+            return maps
+                .into_iter()
+                .map(|(c, (src, dst))| (c, DimMap::list(src, dst)))
+                .collect();
         }
     };
-    // A range only increases: each chunk's positions are one run, with no
-    // map lookup per element (a whole-array read of small chunks made one
-    // for every column of every chunk row).
-    let mut maps: Vec<(u64, DimMap)> = Vec::new();
-    for out in 0..len {
-        let i = dim.indices.get(out);
-        let c = i / chunk;
-        if maps.last().is_none_or(|(last, _)| *last != c) {
-            // The positions of the range in the rest of this chunk, exactly
-            // (whatever the step, so a sparse step reserves nothing it does
-            // not fill): the maps never regrow, which was 6% of a whole
-            // read of small cached chunks.
-            let run = ((chunk - 1 - i % chunk) / step + 1).min(len - out) as usize;
-            let map = DimMap {
-                src: Vec::with_capacity(run),
-                dst: Vec::with_capacity(run),
-            };
-            maps.push((c, map));
-        }
-        if let Some((_, m)) = maps.last_mut() {
-            place(m, i, out);
-        }
+    // A range only increases: its positions in each chunk are one strided
+    // run, found with one division per chunk.
+    let mut maps = Vec::new();
+    let mut out = 0;
+    while out < len {
+        let i = start + out * step;
+        let run = ((chunk - 1 - i % chunk) / step + 1).min(len - out);
+        maps.push((
+            i / chunk,
+            DimMap::Strided {
+                src: (i % chunk) as usize,
+                src_step: step as usize,
+                dst: out as usize,
+                dst_step: 1,
+                len: run as usize,
+            },
+        ));
+        out += run;
     }
     maps
 }
@@ -571,26 +567,38 @@ mod tests {
     use super::*;
 
     #[test]
-    fn range_maps_reserve_what_they_hold_whatever_the_step() {
-        // A step near the chunk size must not reserve the rest of each
-        // chunk for the one position it holds there.
+    fn range_maps_hold_each_chunks_positions_as_one_strided_run() {
+        // Against the positions counted one by one, for steps from 1 to
+        // past the chunk size (where a chunk holds one position or none).
         for (start, step, len, chunk) in [
             (0, 1, 100, 7),
             (3, 5, 40, 16),
             (5, 999_999, 1_000, 1_000_000),
             (2, 64, 64, 64),
+            (1, 3, 0, 4),
         ] {
             let dim = ResolvedDim {
                 indices: Indices::Range { start, step, len },
                 keep: true,
             };
             let maps = dim_chunk_maps(&dim, chunk);
-            let held: usize = maps.iter().map(|(_, m)| m.src.len()).sum();
-            assert_eq!(held as u64, len);
-            for (c, m) in &maps {
-                assert_eq!(m.src.capacity(), m.src.len(), "chunk {c} of step {step}");
-                assert_eq!(m.dst.capacity(), m.dst.len(), "chunk {c} of step {step}");
-            }
+            let mut want: Vec<(u64, usize, usize)> = (0..len)
+                .map(|out| {
+                    let i = start + out * step;
+                    (i / chunk, (i % chunk) as usize, out as usize)
+                })
+                .collect();
+            want.dedup();
+            let got: Vec<(u64, usize, usize)> = maps
+                .iter()
+                .flat_map(|(c, m)| {
+                    assert!(matches!(m, DimMap::Strided { .. }), "{m:?}");
+                    m.pairs().map(move |(s, d)| (*c, s, d))
+                })
+                .collect();
+            assert_eq!(got, want, "start {start} step {step} len {len}");
+            let chunks: std::collections::BTreeSet<u64> = want.iter().map(|w| w.0).collect();
+            assert_eq!(maps.len(), chunks.len(), "one map per chunk");
         }
     }
 
@@ -710,20 +718,8 @@ mod tests {
         let chunks = r.chunks(&[4]);
         assert_eq!(chunks.len(), 2);
         assert_eq!(chunks[0].0, vec![0]);
-        assert_eq!(
-            chunks[0].1,
-            ChunkPart::Block(vec![DimMap {
-                src: vec![3],
-                dst: vec![0]
-            }])
-        );
-        assert_eq!(
-            chunks[1].1,
-            ChunkPart::Block(vec![DimMap {
-                src: vec![0, 1, 2],
-                dst: vec![1, 2, 3]
-            }])
-        );
+        assert_eq!(chunks[0].1, ChunkPart::Block(vec![DimMap::range(3, 0, 1)]));
+        assert_eq!(chunks[1].1, ChunkPart::Block(vec![DimMap::range(0, 1, 3)]));
         let p = Selection::parse_points("[[0,0],[5,5],[1,1]]")
             .unwrap()
             .resolve(&[6, 6])

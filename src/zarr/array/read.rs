@@ -176,10 +176,7 @@ impl Array {
         let ChunkPart::Block(maps) = part else {
             return None;
         };
-        let rows = maps.first()?.src.iter().fold(None, |acc, &i| match acc {
-            None => Some(i..i + 1),
-            Some(r) => Some(r.start.min(i)..r.end.max(i + 1)),
-        })?;
+        let rows = maps.first()?.src_span()?;
         (rows.len() < self.chunk_repr.shape[0] && self.decodes_part_rows()).then_some(rows)
     }
 
@@ -415,7 +412,7 @@ fn shift_rows(part: ChunkPart, start: usize) -> ChunkPart {
     match part {
         ChunkPart::Block(mut maps) => {
             if let Some(rows) = maps.first_mut() {
-                rows.src.iter_mut().for_each(|i| *i -= start);
+                *rows = rows.src_from(start);
             }
             ChunkPart::Block(maps)
         }

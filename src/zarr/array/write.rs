@@ -57,15 +57,8 @@ impl Values {
                 // The part as its own small block of the scalar, at most one chunk.
                 let (shape, part) = match part {
                     ChunkPart::Block(maps) => (
-                        maps.iter().map(|m| m.src.len()).collect::<Vec<_>>(),
-                        ChunkPart::Block(
-                            maps.iter()
-                                .map(|m| DimMap {
-                                    src: m.src.clone(),
-                                    dst: (0..m.src.len()).collect(),
-                                })
-                                .collect(),
-                        ),
+                        maps.iter().map(DimMap::len).collect::<Vec<_>>(),
+                        ChunkPart::Block(maps.iter().map(DimMap::compacted).collect()),
                     ),
                     ChunkPart::Points(points) => (
                         vec![points.len()],
@@ -102,13 +95,7 @@ fn gather_part(
 ) {
     match part {
         ChunkPart::Block(maps) => {
-            let inverse: Vec<DimMap> = maps
-                .iter()
-                .map(|m| DimMap {
-                    src: m.dst.clone(),
-                    dst: m.src.clone(),
-                })
-                .collect();
+            let inverse: Vec<DimMap> = maps.iter().map(DimMap::inverse).collect();
             copy_mapped(data, data_shape, chunk, chunk_shape, &inverse, elem);
         }
         ChunkPart::Points(points) => {
@@ -136,7 +123,7 @@ fn covers_chunk(part: &ChunkPart, chunk_shape: &[u64]) -> bool {
     maps.iter().enumerate().all(|(d, m)| {
         let extent = chunk_shape[d] as usize;
         let mut seen = vec![false; extent];
-        for &i in &m.src {
+        for (i, _) in m.pairs() {
             if i < extent {
                 seen[i] = true;
             }

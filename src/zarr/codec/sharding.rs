@@ -259,10 +259,7 @@ impl ArrayToBytesCodec for ShardingCodec {
             let maps: Vec<DimMap> = self
                 .placement(&coords)
                 .into_iter()
-                .map(|m| DimMap {
-                    src: m.dst,
-                    dst: m.src,
-                })
+                .map(|m| m.inverse())
                 .collect();
             let mut chunk = inner.filled();
             copy_mapped(&data, &shard.shape, &mut chunk, &inner.shape, &maps, elem);
