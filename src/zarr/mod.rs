@@ -13,6 +13,7 @@ pub mod hierarchy;
 pub mod metadata;
 pub mod ome;
 pub mod selection;
+pub mod slabs;
 
 pub use array::Array;
 pub use buffer::ArrayBytes;
