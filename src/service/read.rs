@@ -230,17 +230,20 @@ async fn stream(
             convert(&dtype, field.as_deref(), data)?.into_fixed()?,
         ))
     };
-    let mut slabs = slabs.into_iter();
-    let first = match slabs.next() {
-        Some(slab) => convert(array.read(&slab).await?)?,
-        None => Bytes::new(),
-    };
-    let rest = futures::stream::iter(slabs)
+    // The second slab is read while the first is: it used to start only
+    // once the first had been handed to the connection, so a window of two
+    // slabs was read one slab after the other with nothing overlapping.
+    let mut slabs = futures::stream::iter(slabs)
         .map(move |slab| {
             let array = array.clone();
             async move { array.read(&slab).await }
         })
-        .buffered(2)
+        .buffered(2);
+    let first = match slabs.next().await {
+        Some(data) => convert(data?)?,
+        None => Bytes::new(),
+    };
+    let rest = slabs
         .map(move |r| r.map_err(ServiceError::from).and_then(&convert))
         .boxed();
     Ok(Content::Slabs { bytes, first, rest })
