@@ -10,6 +10,7 @@ use std::sync::Arc;
 use futures::{StreamExt, TryStreamExt};
 
 use super::output::Output;
+use super::source::fetch_inner_chunks_then;
 use super::{run_blocking, Array, CHUNK_CONCURRENCY};
 use crate::store::{KeyMeta, StoreKey};
 use crate::zarr::buffer::ArrayBytes;
@@ -204,12 +205,16 @@ impl Array {
         let Some(bytes) = self.store.get(key).await? else {
             return Ok(());
         };
-        let (array, key) = (self.clone(), key.clone());
-        let (chunk, shape, part) = run_blocking(move || {
+        // Copied into the output on the thread that decoded it, while the
+        // rows are still in its cache, rather than after a trip back here
+        // (and, for large parts, another trip to the pool).
+        let (array, key, out, out_shape) =
+            (self.clone(), key.clone(), out.clone(), out_shape.to_vec());
+        run_blocking(move || {
             let decoded = array
                 .chain
                 .decode_rows(&bytes, &array.chunk_repr, rows.clone());
-            Ok(match decoded {
+            let (chunk, shape, part) = match decoded {
                 Some(rows_data) => {
                     let mut shape = array.chunk_repr.shape.clone();
                     shape[0] = rows.len();
@@ -220,12 +225,13 @@ impl Array {
                     array.chunk_repr.shape.clone(),
                     part,
                 ),
-            })
+            };
+            // SAFETY: `part` is one chunk's part of a resolved selection;
+            // no other chunk's part shares its output elements.
+            unsafe { out.scatter(&chunk, &shape, &part, &out_shape) }
         })
         .await
-        .map_err(|e: ZarrError| e.for_chunk(key.as_str()))?;
-        self.scatter(Arc::new(chunk), shape, part, out, out_shape)
-            .await
+        .map_err(|e: ZarrError| e.for_chunk(key.as_str()))
     }
 
     /// The index of one shard, `None` when the shard is not stored.
@@ -365,12 +371,29 @@ impl Array {
         if wanted.is_empty() {
             return Ok(());
         }
-        let chunks = self.source.inner_chunks(self, key, &index, &wanted).await?;
         let inner_shape = self
             .chain
             .sharding()
             .map(|s| s.chunk_shape.clone())
             .unwrap_or_default();
+        let inner_bytes = inner_shape
+            .iter()
+            .product::<usize>()
+            .saturating_mul(self.elem_size());
+        if !self.source.keeps(inner_bytes) {
+            // Nothing keeps the chunks: each is copied into the output on
+            // the thread that decoded it (in parallel, while in its cache).
+            let (out, out_shape) = (out.clone(), out_shape.to_vec());
+            let parts: Arc<[ChunkPart]> = parts.into_iter().collect();
+            fetch_inner_chunks_then(self, key, &index, &wanted, move |i, chunk| {
+                // SAFETY: parts of different inner chunks never share
+                // output elements.
+                unsafe { out.scatter(&chunk, &inner_shape, &parts[i], &out_shape) }
+            })
+            .await?;
+            return Ok(());
+        }
+        let chunks = self.source.inner_chunks(self, key, &index, &wanted).await?;
         futures::future::try_join_all(
             chunks.into_iter().zip(parts).map(|(chunk, part)| {
                 self.scatter(chunk, inner_shape.clone(), part, out, out_shape)

@@ -139,19 +139,35 @@ pub async fn fetch_inner_chunks(
     index: &ShardIndex,
     wanted: &[(usize, Range<u64>)],
 ) -> Result<Vec<Arc<ArrayBytes>>> {
+    fetch_inner_chunks_then(array, key, index, wanted, |_, chunk| Ok(Arc::new(chunk))).await
+}
+
+/// [`fetch_inner_chunks`], handing each decoded chunk (with its position
+/// in `wanted`) to `then` on the thread that decoded it.
+pub async fn fetch_inner_chunks_then<T, F>(
+    array: &Array,
+    key: &StoreKey,
+    index: &ShardIndex,
+    wanted: &[(usize, Range<u64>)],
+    then: F,
+) -> Result<Vec<T>>
+where
+    T: Send + 'static,
+    F: Fn(usize, ArrayBytes) -> Result<T> + Clone + Send + 'static,
+{
     let ranges: Vec<Range<u64>> = wanted.iter().map(|(_, r)| r.clone()).collect();
     let blobs = array
         .store()
         .get_ranges_at(key, &ranges, index.e_tag())
         .await?;
-    let decodes = blobs.into_iter().map(|blob| {
-        let (array, key) = (array.clone(), key.clone());
+    let decodes = blobs.into_iter().enumerate().map(|(i, blob)| {
+        let (array, key, then) = (array.clone(), key.clone(), then.clone());
         run_blocking(move || {
             let sharding = array.sharding()?;
-            sharding
+            let chunk = sharding
                 .decode_inner(Vec::from(blob), array.chunk_repr())
-                .map(Arc::new)
-                .map_err(|e| e.for_chunk(key.as_str()))
+                .map_err(|e| e.for_chunk(key.as_str()))?;
+            then(i, chunk)
         })
     });
     futures::future::try_join_all(decodes).await
