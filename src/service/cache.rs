@@ -690,6 +690,13 @@ impl ChunkSource for CachedSource {
         // that are not stored.
         self.0.capacity > 0
     }
+
+    fn read_past(&self, chunks: usize) {
+        self.0
+            .counters
+            .misses
+            .fetch_add(chunks as u64, Ordering::Relaxed);
+    }
 }
 
 #[cfg(test)]

@@ -115,3 +115,65 @@ async fn cached_chunks_stay_near_the_capacity() {
     let source = CachedSource(ZarrCache::new(1 << 20, Recheck::Never));
     crate::zarr::array::source::tests::holds_near(&source, 1 << 20).await;
 }
+
+#[tokio::test]
+async fn a_cache_of_size_0_counts_the_chunks_reads_take_past_it() {
+    use crate::zarr::Selection;
+    let cache = ZarrCache::new(0, Recheck::Never);
+    let misses = || cache.stats().misses;
+    // Rows 100..110 of one Blosc chunk: only the blocks holding them are
+    // decoded, past the cache.
+    let doc = serde_json::json!({"zarr_format": 2, "shape": [512, 256], "chunks": [256, 256],
+        "dtype": "<f4", "fill_value": 0, "order": "C", "filters": null,
+        "compressor": {"id": "blosc", "cname": "lz4", "clevel": 5, "shuffle": 1, "blocksize": 0}});
+    let meta = crate::zarr::metadata::v2::parse_array("a/.zarray", &doc, None).unwrap();
+    let array = Array::new(Store::memory(), StoreKey::new("a").unwrap(), meta).unwrap();
+    let all = Selection::parse(":,:")
+        .unwrap()
+        .resolve(&[512, 256])
+        .unwrap();
+    let values: Vec<u8> = (0..512 * 256u32)
+        .flat_map(|v| (v as f32).to_le_bytes())
+        .collect();
+    array.write(&all, ArrayBytes::Fixed(values)).await.unwrap();
+    let array = array.with_source(Arc::new(CachedSource(cache.clone())));
+    assert!(array.decodes_part_rows());
+    let rows = Selection::parse("100:110,7")
+        .unwrap()
+        .resolve(&[512, 256])
+        .unwrap();
+    let got = array.read(&rows).await.unwrap().into_fixed().unwrap();
+    let want: Vec<u8> = (100..110u32)
+        .flat_map(|r| ((r * 256 + 7) as f32).to_le_bytes())
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(misses(), 1, "the chunk decoded for part of its rows");
+    // A shard's index and the four inner chunks a window crosses.
+    let doc = serde_json::json!({"zarr_format": 3, "node_type": "array", "shape": [8, 8],
+        "data_type": "uint8", "fill_value": 0,
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [8, 8]}},
+        "chunk_key_encoding": {"name": "default"},
+        "codecs": [{"name": "sharding_indexed", "configuration": {
+            "chunk_shape": [4, 4], "codecs": [{"name": "bytes"}],
+            "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
+                             {"name": "crc32c"}]}}]});
+    let NodeMetadata::Array(meta) = crate::zarr::metadata::v3::parse("s/zarr.json", &doc).unwrap()
+    else {
+        panic!("not an array");
+    };
+    let sharded = Array::new(Store::memory(), StoreKey::new("s").unwrap(), *meta).unwrap();
+    let all = Selection::parse(":,:").unwrap().resolve(&[8, 8]).unwrap();
+    sharded
+        .write(&all, ArrayBytes::Fixed((0..64).collect()))
+        .await
+        .unwrap();
+    let sharded = sharded.with_source(Arc::new(CachedSource(cache.clone())));
+    let corner = Selection::parse("3:8,3:5")
+        .unwrap()
+        .resolve(&[8, 8])
+        .unwrap();
+    let got = sharded.read(&corner).await.unwrap().into_fixed().unwrap();
+    let want: Vec<u8> = (3..8u8).flat_map(|r| [r * 8 + 3, r * 8 + 4]).collect();
+    assert_eq!(got, want);
+    assert_eq!(misses(), 1 + 1 + 4, "the index and four inner chunks");
+}

@@ -15,9 +15,9 @@ use crate::zarr::array::source::Recent;
 use crate::zarr::slabs::{slab_split, slabs_revisit_chunks};
 use crate::zarr::{Array, ArrayBytes, DataType, Resolved, Selection};
 
-/// Streamed output is read a chunk row of the selection at a time when
-/// such a row is at most this large: no slab reads a chunk another slab
-/// reads.
+/// Streamed output is read in slabs of whole chunk rows of the selection
+/// when such a row is at most this large: no slab reads a chunk another
+/// slab reads.
 const WHOLE_ROWS_BYTES: u64 = 16 << 20;
 /// Bytes per slab when chunk rows are larger and are split anyway. Small
 /// enough that the allocator reuses one slab's pages for the next: 16 MiB
@@ -230,20 +230,30 @@ async fn stream(
             convert(&dtype, field.as_deref(), data)?.into_fixed()?,
         ))
     };
-    // The second slab is read while the first is: it used to start only
-    // once the first had been handed to the connection, so a window of two
-    // slabs was read one slab after the other with nothing overlapping.
-    let mut slabs = futures::stream::iter(slabs)
-        .map(move |slab| {
-            let array = array.clone();
-            async move { array.read(&slab).await }
-        })
-        .buffered(2);
-    let first = match slabs.next().await {
+    let mut reads = futures::stream::iter(slabs).map(move |slab| {
+        let array = array.clone();
+        async move { array.read(&slab).await }
+    });
+    // Slabs that never come back to a chunk: the second is read while the
+    // first is (it used to start only once the first had been handed to the
+    // connection, so a window of two slabs was read one slab after the
+    // other). Slabs that do come back read the first alone, so the next
+    // finds the chunks it shares kept rather than loading them beside it.
+    let (first, rest) = if revisit {
+        let first = match reads.next().await {
+            Some(read) => Some(read.await),
+            None => None,
+        };
+        (first, reads.buffered(2).boxed())
+    } else {
+        let mut reads = reads.buffered(2);
+        (reads.next().await, reads.boxed())
+    };
+    let first = match first {
         Some(data) => convert(data?)?,
         None => Bytes::new(),
     };
-    let rest = slabs
+    let rest = rest
         .map(move |r| r.map_err(ServiceError::from).and_then(&convert))
         .boxed();
     Ok(Content::Slabs { bytes, first, rest })

@@ -1,20 +1,23 @@
-//! Slabs: a selection cut along its first dimension into parts read one
-//! after another, so a large answer is produced (and held) a part at a
-//! time, in the order its bytes leave.
+//! Slabs: a selection cut along its first dimension into parts, read a
+//! few at a time in order, so a large answer is produced (and held) a part
+//! at a time, in the order its bytes leave.
 
 use super::selection::{Indices, Resolved, ResolvedDim};
 
 /// Split a selection into slabs along its first dimension of length > 1,
-/// each within one chunk row and at most `max_bytes` (when `row_bytes`, the
-/// bytes of one step along that dimension, allows). Concatenating the slabs'
-/// C-order results gives the whole selection's C-order result.
+/// one per chunk row, chunk rows over `max_bytes` split further (when
+/// `row_bytes`, the bytes of one step along that dimension, allows).
+/// Concatenating the slabs' C-order results gives the whole selection's
+/// C-order result.
 ///
-/// Whole chunk rows of a range next to each other are then joined into
-/// slabs of up to `join_bytes`: a slab costs a pass through the read
-/// (a shard's index read again, a trip per file), which a window over
-/// small chunks otherwise paid once per chunk row. Rows split by
-/// `max_bytes` are never joined, so a slab either lies within one chunk
-/// row or holds whole ones (what [`slabs_revisit_chunks`] relies on).
+/// Whole chunk rows of a range next to each other are then joined while
+/// the chunks the slab decodes (`elem`-byte elements), and so the slab,
+/// stay within `join_bytes`: a slab costs a pass through the read (a shard's
+/// index read again, a trip per file), which a window over small chunks
+/// otherwise paid once per chunk row; a thin column of large chunks joins
+/// no more rows than the chunks allow. Rows split by `max_bytes` are never
+/// joined, so a slab either lies within one chunk row or holds whole ones
+/// (what [`slabs_revisit_chunks`] relies on).
 pub fn slab_split(
     selection: &Resolved,
     chunk_shape: &[u64],
@@ -41,16 +44,29 @@ pub fn slab_split(
                 .saturating_mul(elem)
                 .max(1);
             let max_rows = (max_bytes / row_bytes).max(1);
-            // Lists may come back to a chunk row later: only ranges join.
+            // The chunks one chunk row of the selection decodes (at least
+            // its bytes of the answer): chunk rows join while a slab
+            // decodes at most `join_bytes`. Lists may come back to a chunk
+            // row later: only ranges join.
+            let row_decoded = {
+                let mut one_row = dims.clone();
+                one_row[d].indices = sub_indices(&dims[d].indices, 0, 1);
+                Resolved::Orthogonal(one_row)
+                    .chunk_count_bound(chunk_shape)
+                    .saturating_mul(chunk_shape.iter().product::<u64>())
+                    .saturating_mul(elem)
+                    .max(1)
+            };
             let join_rows = match dims[d].indices {
-                Indices::Range { .. } => join_bytes / row_bytes,
+                Indices::Range { .. } => join_bytes.min(max_bytes) / row_decoded,
                 Indices::List(_) => 0,
             };
             let n = dims[d].indices.len();
             let chunk_of = |i: u64| dims[d].indices.get(i) / chunk_shape[d];
             let mut out: Vec<(u64, u64)> = Vec::new();
-            // Whether the last slab holds whole chunk rows only.
+            // Whether the last slab holds whole chunk rows only, and how many.
             let mut last_whole = false;
+            let mut last_rows = 0;
             let mut start = 0;
             while start < n {
                 let chunk = chunk_of(start);
@@ -61,10 +77,14 @@ pub fn slab_split(
                 let whole = (start == 0 || chunk_of(start - 1) != chunk)
                     && (end == n || chunk_of(end) != chunk);
                 match out.last_mut() {
-                    Some(last) if last_whole && whole && end - last.0 <= join_rows => last.1 = end,
+                    Some(last) if last_whole && whole && last_rows < join_rows => {
+                        last.1 = end;
+                        last_rows += 1;
+                    }
                     _ => {
                         out.push((start, end));
                         last_whole = whole;
+                        last_rows = 1;
                     }
                 }
                 start = end;
@@ -167,17 +187,18 @@ mod tests {
                 })
                 .collect()
         };
-        // Rows 3..=20 of chunks of 4 rows; a row of the selection is 8 bytes (two float32).
+        // Rows 3..=20 in chunks of 4 x 5 float32: each chunk row of the
+        // selection decodes one 80-byte chunk, so 160 bytes join two: the
+        // lone row of chunk 0 with chunk 1, chunks 2 and 3, chunk 4 with
+        // the lone row 20.
         let sel = Selection::parse("3:21,0:2")
             .unwrap()
             .resolve(&[30, 5])
             .unwrap();
         let row = |r: std::ops::Range<u64>| r.collect::<Vec<_>>();
-        // Up to 9 rows: the lone row of chunk 0 and chunks 1 and 2 join
-        // (9 rows), then chunks 3 and 4 and the lone row 20 (9).
         assert_eq!(
-            rows_of(&slab_split(&sel, &[4, 5], 4, 1 << 20, 9 * 8)),
-            vec![row(3..12), row(12..21)]
+            rows_of(&slab_split(&sel, &[4, 5], 4, 1 << 20, 160)),
+            vec![row(3..8), row(8..16), row(16..21)]
         );
         assert_eq!(slab_split(&sel, &[4, 5], 4, 1 << 20, 0).len(), 6);
         // A chunk row split by the byte cap is never joined to a neighbour,
@@ -199,6 +220,17 @@ mod tests {
         let joined = slab_split(&sel, &[4, 5], 4, 1 << 20, 1 << 20);
         assert_eq!(rows_of(&joined), vec![row(3..21)]);
         assert!(!slabs_revisit_chunks(&joined, &[4, 5]));
+        // A thin column: each chunk row selects a few bytes but decodes a
+        // whole 128-byte chunk, so 512 bytes join four chunk rows at most.
+        let column = Selection::parse(":,0").unwrap().resolve(&[64, 8]).unwrap();
+        assert_eq!(
+            rows_of(&slab_split(&column, &[16, 8], 1, 1 << 20, 512)),
+            vec![row(0..64)]
+        );
+        assert_eq!(
+            rows_of(&slab_split(&column, &[4, 8], 4, 1 << 20, 512)),
+            vec![row(0..16), row(16..32), row(32..48), row(48..64)]
+        );
         // Lists may come back to a chunk row: they are never joined.
         let listed = Selection::parse("[0,20,1],:")
             .unwrap()

@@ -202,6 +202,7 @@ impl Array {
         out: &Arc<Output>,
         out_shape: &[usize],
     ) -> Result<()> {
+        self.source.read_past(1);
         let Some(bytes) = self.store.get(key).await? else {
             return Ok(());
         };
@@ -384,6 +385,7 @@ impl Array {
             // Nothing keeps the chunks: each is copied into the output on
             // the thread that decoded it (in parallel, while in its cache).
             let (out, out_shape) = (out.clone(), out_shape.to_vec());
+            self.source.read_past(wanted.len());
             let parts: Arc<[ChunkPart]> = parts.into_iter().collect();
             fetch_inner_chunks_then(self, key, &index, &wanted, move |i, chunk| {
                 // SAFETY: parts of different inner chunks never share

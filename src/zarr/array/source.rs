@@ -62,6 +62,11 @@ pub trait ChunkSource: Send + Sync + std::fmt::Debug {
     fn keeps(&self, _bytes: usize) -> bool {
         false
     }
+
+    /// A read took `chunks` chunks straight from the store, past this
+    /// source, since it [keeps](ChunkSource::keeps) none of them: a source
+    /// that counts misses counts these too.
+    fn read_past(&self, _chunks: usize) {}
 }
 
 /// Reads straight from the store, decoding on the blocking pool.
@@ -378,6 +383,10 @@ impl ChunkSource for Recent {
 
     fn keeps(&self, bytes: usize) -> bool {
         self.inner.keeps(bytes) || bytes.saturating_add(128) as u64 <= self.budget
+    }
+
+    fn read_past(&self, chunks: usize) {
+        self.inner.read_past(chunks);
     }
 
     fn invalidate(&self, key: &StoreKey) {
