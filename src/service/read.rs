@@ -11,7 +11,7 @@ use futures::StreamExt;
 use super::{Result, Service, ServiceError};
 use crate::store::StoreKey;
 use crate::zarr::array::extract_field;
-use crate::zarr::array::source::Recent;
+use crate::zarr::array::recent::Recent;
 use crate::zarr::slabs::{slab_split, slabs_revisit_chunks};
 use crate::zarr::{Array, ArrayBytes, DataType, Resolved, Selection};
 

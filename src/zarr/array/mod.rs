@@ -3,6 +3,7 @@
 
 mod output;
 mod read;
+pub mod recent;
 pub mod source;
 mod write;
 
