@@ -1,10 +1,12 @@
 //! A stream's own short memory of the chunks it decoded last.
 
+use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use async_trait::async_trait;
+use futures::future::{BoxFuture, FutureExt, Shared};
 
 use super::source::{ChunkSource, Settle};
 use super::Array;
@@ -18,9 +20,12 @@ use crate::zarr::error::{Result, ZarrError};
 /// chunks again whenever slabs split a chunk row (and two slabs are read at
 /// once); with the server's cache off, or full of data it will not evict
 /// for these, each such chunk would otherwise be fetched and decoded once
-/// per slab. Loads of one (unsharded) chunk are shared by concurrent slabs;
-/// inner chunks of a shard are fetched in vectored reads and kept, not shared
-/// while in flight.
+/// per slab. Loads are shared by concurrent slabs: one chunk's through the
+/// cache below, inner chunks of a shard through [`Recent::pending`] (two
+/// slabs side by side at the start of each row of inner chunks otherwise
+/// both fetched and decoded the whole row: measured, a whole read of a
+/// 1024 x 32768 array of 256^2 inner chunks made 912 loads of its 528
+/// chunks and indexes).
 #[derive(Debug)]
 pub struct Recent {
     inner: Arc<dyn ChunkSource>,
@@ -29,8 +34,15 @@ pub struct Recent {
     /// Shard indexes, for slabs that split a row of inner chunks (with the
     /// server's cache off, each slab would read them again).
     indexes: moka::future::Cache<String, Option<Arc<ShardIndex>>>,
+    /// Inner chunks being loaded: the load (shared by whoever waits for
+    /// it) and the chunk's place in what it returns.
+    pending: Mutex<HashMap<RecentKey, (InnerLoad, usize)>>,
     settle: Settle,
 }
+
+/// One vectored read and decode of some inner chunks of a shard.
+type InnerLoad =
+    Shared<BoxFuture<'static, std::result::Result<Arc<Vec<Arc<ArrayBytes>>>, Arc<ZarrError>>>>;
 
 /// Shard indexes one [`Recent`] keeps: a few rows of shards.
 const RECENT_INDEXES: u64 = 256;
@@ -60,6 +72,7 @@ impl Recent {
             budget,
             kept,
             indexes: moka::future::Cache::new(RECENT_INDEXES),
+            pending: Mutex::new(HashMap::new()),
             settle: Settle::new(budget),
         }
     }
@@ -107,26 +120,67 @@ impl ChunkSource for Recent {
         for (i, _) in wanted {
             found.push(self.kept.get(&id(*i)).await.flatten());
         }
-        let missing: Vec<(usize, Range<u64>)> = wanted
-            .iter()
-            .zip(&found)
-            .filter(|(_, f)| f.is_none())
-            .map(|(w, _)| w.clone())
-            .collect();
-        if !missing.is_empty() {
-            // Fetched together, in one vectored read of the shard.
-            let fetched = self.inner.inner_chunks(array, key, index, &missing).await?;
-            let mut fetched = missing.iter().zip(fetched);
-            for slot in found.iter_mut().filter(|f| f.is_none()) {
-                if let Some(((i, _), chunk)) = fetched.next() {
-                    let chunk = Some(chunk);
-                    self.kept.insert(id(*i), chunk.clone()).await;
-                    self.settle
-                        .inserted(&self.kept, recent_weight(&chunk))
-                        .await;
-                    *slot = chunk;
+        // What is not kept is either being loaded by another slab (wait for
+        // that load) or loaded here, in one vectored read of the shard that
+        // later slabs asking meanwhile wait for.
+        let mut waits: Vec<(usize, InnerLoad, usize)> = Vec::new();
+        let mut missing: Vec<(usize, (usize, Range<u64>))> = Vec::new();
+        let own = {
+            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+            for (slot, (i, range)) in wanted.iter().enumerate() {
+                if found[slot].is_some() {
+                    continue;
+                }
+                match pending.get(&id(*i)) {
+                    Some((load, at)) => waits.push((slot, load.clone(), *at)),
+                    None => missing.push((slot, (*i, range.clone()))),
                 }
             }
+            (!missing.is_empty()).then(|| {
+                let ranges: Vec<(usize, Range<u64>)> =
+                    missing.iter().map(|(_, w)| w.clone()).collect();
+                let (inner, array, key, index) = (
+                    self.inner.clone(),
+                    array.clone(),
+                    key.clone(),
+                    index.clone(),
+                );
+                let load: InnerLoad = async move {
+                    inner
+                        .inner_chunks(&array, &key, &index, &ranges)
+                        .await
+                        .map(Arc::new)
+                        .map_err(Arc::new)
+                }
+                .boxed()
+                .shared();
+                for (at, (_, (i, _))) in missing.iter().enumerate() {
+                    pending.insert(id(*i), (load.clone(), at));
+                }
+                load
+            })
+        };
+        if let Some(load) = own {
+            let loaded = load.await;
+            {
+                let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+                for (_, (i, _)) in &missing {
+                    pending.remove(&id(*i));
+                }
+            }
+            let loaded = loaded.map_err(ZarrError::unshare)?;
+            for ((slot, (i, _)), chunk) in missing.iter().zip(loaded.iter()) {
+                let chunk = Some(chunk.clone());
+                self.kept.insert(id(*i), chunk.clone()).await;
+                self.settle
+                    .inserted(&self.kept, recent_weight(&chunk))
+                    .await;
+                found[*slot] = chunk;
+            }
+        }
+        for (slot, load, at) in waits {
+            let loaded = load.await.map_err(ZarrError::unshare)?;
+            found[slot] = loaded.get(at).cloned();
         }
         found
             .into_iter()
@@ -147,6 +201,10 @@ impl ChunkSource for Recent {
         // Rare (a shard replaced mid-read): drop everything rather than scan.
         self.kept.invalidate_all();
         self.indexes.invalidate_all();
+        self.pending
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
     }
 }
 
@@ -160,8 +218,8 @@ mod tests {
     use crate::zarr::array::Direct;
     use crate::zarr::Selection;
 
-    #[tokio::test]
-    async fn a_stream_reads_a_shard_index_once_until_the_shard_changes() {
+    /// One 8 x 8 shard of four 4 x 4 inner chunks of bytes, written.
+    async fn one_shard() -> Array {
         let doc = json!({"zarr_format": 3, "node_type": "array", "shape": [8, 8],
             "data_type": "uint8", "fill_value": 0,
             "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [8, 8]}},
@@ -178,9 +236,88 @@ mod tests {
         let array = Array::new(Store::memory(), StoreKey::new("a").unwrap(), *meta).unwrap();
         let all = Selection::parse(":,:").unwrap().resolve(&[8, 8]).unwrap();
         array
-            .write(&all, ArrayBytes::Fixed(vec![7; 64]))
+            .write(&all, ArrayBytes::Fixed((0..64).collect()))
             .await
             .unwrap();
+        array
+    }
+
+    /// Reads straight from the store, slowly, counting the inner chunks
+    /// it fetches.
+    #[derive(Debug, Default)]
+    struct Counting(std::sync::atomic::AtomicUsize);
+
+    #[async_trait]
+    impl ChunkSource for Counting {
+        async fn chunk(&self, array: &Array, key: &StoreKey) -> Result<Option<Arc<ArrayBytes>>> {
+            Direct.chunk(array, key).await
+        }
+        async fn shard_index(
+            &self,
+            array: &Array,
+            key: &StoreKey,
+        ) -> Result<Option<Arc<ShardIndex>>> {
+            Direct.shard_index(array, key).await
+        }
+        async fn inner_chunks(
+            &self,
+            array: &Array,
+            key: &StoreKey,
+            index: &ShardIndex,
+            wanted: &[(usize, Range<u64>)],
+        ) -> Result<Vec<Arc<ArrayBytes>>> {
+            self.0.fetch_add(wanted.len(), Ordering::Relaxed);
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            Direct.inner_chunks(array, key, index, wanted).await
+        }
+    }
+
+    #[tokio::test]
+    async fn slabs_side_by_side_load_an_inner_chunk_once() {
+        let array = one_shard().await;
+        let counting = Arc::new(Counting::default());
+        let recent = Recent::new(counting.clone(), 1 << 20);
+        let key = array.chunk_key(&[0, 0]).unwrap();
+        let index = recent.shard_index(&array, &key).await.unwrap().unwrap();
+        let range = |i: usize| (i, index.range(i).unwrap());
+        // The first asks for inner chunks 0 and 1, the second (while the
+        // first is loading) for 1 and 2, the third for 0 to 3.
+        let (wa, wb, wc) = (
+            [range(0), range(1)],
+            [range(1), range(2)],
+            [range(0), range(1), range(2), range(3)],
+        );
+        let (a, b, c) = futures::join!(
+            recent.inner_chunks(&array, &key, &index, &wa),
+            recent.inner_chunks(&array, &key, &index, &wb),
+            recent.inner_chunks(&array, &key, &index, &wc),
+        );
+        let first = |c: &Arc<ArrayBytes>| c.as_ref().clone().into_fixed().unwrap()[0];
+        let firsts =
+            |r: Result<Vec<Arc<ArrayBytes>>>| r.unwrap().iter().map(first).collect::<Vec<_>>();
+        assert_eq!(firsts(a), vec![0, 4]);
+        assert_eq!(firsts(b), vec![4, 32]);
+        assert_eq!(firsts(c), vec![0, 4, 32, 36]);
+        assert_eq!(
+            counting.0.load(Ordering::Relaxed),
+            4,
+            "each inner chunk loaded once"
+        );
+        assert!(
+            recent.pending.lock().unwrap().is_empty(),
+            "loads still pending"
+        );
+        // Kept now: asking again loads nothing.
+        recent
+            .inner_chunks(&array, &key, &index, &[range(3)])
+            .await
+            .unwrap();
+        assert_eq!(counting.0.load(Ordering::Relaxed), 4);
+    }
+
+    #[tokio::test]
+    async fn a_stream_reads_a_shard_index_once_until_the_shard_changes() {
+        let array = one_shard().await;
         let recent = Recent::new(Arc::new(Direct), 1 << 20);
         let key = array.chunk_key(&[0, 0]).unwrap();
         let first = recent.shard_index(&array, &key).await.unwrap().unwrap();
