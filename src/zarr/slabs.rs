@@ -39,9 +39,7 @@ pub fn slab_split(
             };
             let row_bytes: u64 = dims[d + 1..]
                 .iter()
-                .map(|x| x.indices.len())
-                .product::<u64>()
-                .saturating_mul(elem)
+                .fold(elem, |n, x| n.saturating_mul(x.indices.len()))
                 .max(1);
             let max_rows = (max_bytes / row_bytes).max(1);
             // The chunks one chunk row of the selection decodes (at least
