@@ -1114,6 +1114,7 @@ async fn sharded_reads_take_index_and_chunks_from_one_version() {
         array.write(&all, values(1)).await.unwrap();
         let key = array.chunk_key(&[0, 0]).unwrap();
         let (index, _) = array.read_shard_index(&key).await.unwrap().unwrap();
+        let index = std::sync::Arc::new(index);
         let wanted: Vec<_> = (0..4).map(|i| (i, index.range(i).unwrap())).collect();
         // A writer replaces the shard (its inner chunks now lie elsewhere).
         let mut mixed: Vec<u8> = Vec::new();

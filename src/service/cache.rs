@@ -614,7 +614,7 @@ impl ChunkSource for CachedSource {
         &self,
         array: &Array,
         key: &StoreKey,
-        index: &ShardIndex,
+        index: &Arc<ShardIndex>,
         wanted: &[(usize, Range<u64>)],
     ) -> Result<Vec<Arc<ArrayBytes>>> {
         // Inner chunks not cached yet are fetched together in one vectored read.

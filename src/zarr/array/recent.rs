@@ -34,10 +34,38 @@ pub struct Recent {
     /// Shard indexes, for slabs that split a row of inner chunks (with the
     /// server's cache off, each slab would read them again).
     indexes: moka::future::Cache<String, Option<Arc<ShardIndex>>>,
-    /// Inner chunks being loaded: the load (shared by whoever waits for
-    /// it) and the chunk's place in what it returns.
-    pending: Mutex<HashMap<RecentKey, (InnerLoad, usize)>>,
+    /// Inner chunks being loaded.
+    pending: Mutex<HashMap<RecentKey, Pending>>,
     settle: Settle,
+}
+
+/// An inner chunk being loaded: the load (shared by whoever waits for it),
+/// the chunk's place in what it returns, and its byte range in the shard.
+#[derive(Debug)]
+struct Pending {
+    load: InnerLoad,
+    at: usize,
+    range: Range<u64>,
+}
+
+/// A load's entries in [`Recent::pending`], taken out when this is dropped:
+/// after the load is kept, or with a read dropped while it waited. Entries
+/// a later load put under the same keys (after an invalidation) stay.
+struct Registered<'a> {
+    pending: &'a Mutex<HashMap<RecentKey, Pending>>,
+    keys: Vec<RecentKey>,
+    load: InnerLoad,
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        for key in &self.keys {
+            if pending.get(key).is_some_and(|p| p.load.ptr_eq(&self.load)) {
+                pending.remove(key);
+            }
+        }
+    }
 }
 
 /// One vectored read and decode of some inner chunks of a shard.
@@ -111,64 +139,74 @@ impl ChunkSource for Recent {
         &self,
         array: &Array,
         key: &StoreKey,
-        index: &ShardIndex,
+        index: &Arc<ShardIndex>,
         wanted: &[(usize, Range<u64>)],
     ) -> Result<Vec<Arc<ArrayBytes>>> {
         let version = index.e_tag().map(str::to_string);
         let id = |i: usize| (key.as_str().to_string(), Some((i, version.clone())));
-        let mut found = Vec::with_capacity(wanted.len());
-        for (i, _) in wanted {
-            found.push(self.kept.get(&id(*i)).await.flatten());
-        }
-        // What is not kept is either being loaded by another slab (wait for
-        // that load) or loaded here, in one vectored read of the shard that
-        // later slabs asking meanwhile wait for.
+        let pending = || self.pending.lock().unwrap_or_else(|e| e.into_inner());
+        // A chunk being loaded by another slab: wait for that load. A load
+        // is kept before it leaves `pending`, so looking in `pending` first
+        // and then in `kept` finds every chunk loaded or loading.
         let mut waits: Vec<(usize, InnerLoad, usize)> = Vec::new();
-        let mut missing: Vec<(usize, (usize, Range<u64>))> = Vec::new();
-        let own = {
-            let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-            for (slot, (i, range)) in wanted.iter().enumerate() {
-                if found[slot].is_some() {
-                    continue;
+        let waiting = |slot: usize, i: usize, range: &Range<u64>, waits: &mut Vec<_>| {
+            match pending().get(&id(i)) {
+                // The same range too: a store without ETags gives two
+                // versions of a shard one key.
+                Some(p) if p.range == *range => {
+                    waits.push((slot, p.load.clone(), p.at));
+                    true
                 }
-                match pending.get(&id(*i)) {
-                    Some((load, at)) => waits.push((slot, load.clone(), *at)),
-                    None => missing.push((slot, (*i, range.clone()))),
-                }
+                _ => false,
             }
-            (!missing.is_empty()).then(|| {
-                let ranges: Vec<(usize, Range<u64>)> =
-                    missing.iter().map(|(_, w)| w.clone()).collect();
-                let (inner, array, key, index) = (
-                    self.inner.clone(),
-                    array.clone(),
-                    key.clone(),
-                    index.clone(),
-                );
-                let load: InnerLoad = async move {
-                    inner
-                        .inner_chunks(&array, &key, &index, &ranges)
-                        .await
-                        .map(Arc::new)
-                        .map_err(Arc::new)
-                }
-                .boxed()
-                .shared();
-                for (at, (_, (i, _))) in missing.iter().enumerate() {
-                    pending.insert(id(*i), (load.clone(), at));
-                }
-                load
-            })
         };
-        if let Some(load) = own {
-            let loaded = load.await;
+        let mut found = vec![None; wanted.len()];
+        for (slot, (i, range)) in wanted.iter().enumerate() {
+            if !waiting(slot, *i, range, &mut waits) {
+                found[slot] = self.kept.get(&id(*i)).await.flatten();
+            }
+        }
+        // The rest is loaded here, in one vectored read of the shard that
+        // slabs asking meanwhile wait for.
+        let mut missing: Vec<(usize, (usize, Range<u64>))> = Vec::new();
+        for (slot, (i, range)) in wanted.iter().enumerate() {
+            let seen = found[slot].is_some() || waits.iter().any(|w| w.0 == slot);
+            if !seen && !waiting(slot, *i, range, &mut waits) {
+                missing.push((slot, (*i, range.clone())));
+            }
+        }
+        if !missing.is_empty() {
+            let ranges: Vec<(usize, Range<u64>)> = missing.iter().map(|(_, w)| w.clone()).collect();
+            let (inner, array, key, index) = (
+                self.inner.clone(),
+                array.clone(),
+                key.clone(),
+                index.clone(),
+            );
+            let load: InnerLoad = async move {
+                inner
+                    .inner_chunks(&array, &key, &index, &ranges)
+                    .await
+                    .map(Arc::new)
+                    .map_err(Arc::new)
+            }
+            .boxed()
+            .shared();
+            // Until dropped (also when this read is), the entries stay.
+            let registered = Registered {
+                pending: &self.pending,
+                keys: missing.iter().map(|(_, (i, _))| id(*i)).collect(),
+                load: load.clone(),
+            };
             {
-                let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-                for (_, (i, _)) in &missing {
-                    pending.remove(&id(*i));
+                let mut pending = pending();
+                for (at, (_, (i, range))) in missing.iter().enumerate() {
+                    let load = load.clone();
+                    let range = range.clone();
+                    pending.insert(id(*i), Pending { load, at, range });
                 }
             }
-            let loaded = loaded.map_err(ZarrError::unshare)?;
+            let loaded = load.await.map_err(ZarrError::unshare)?;
             for ((slot, (i, _)), chunk) in missing.iter().zip(loaded.iter()) {
                 let chunk = Some(chunk.clone());
                 self.kept.insert(id(*i), chunk.clone()).await;
@@ -177,6 +215,7 @@ impl ChunkSource for Recent {
                     .await;
                 found[*slot] = chunk;
             }
+            drop(registered);
         }
         for (slot, load, at) in waits {
             let loaded = load.await.map_err(ZarrError::unshare)?;
@@ -263,7 +302,7 @@ mod tests {
             &self,
             array: &Array,
             key: &StoreKey,
-            index: &ShardIndex,
+            index: &Arc<ShardIndex>,
             wanted: &[(usize, Range<u64>)],
         ) -> Result<Vec<Arc<ArrayBytes>>> {
             self.0.fetch_add(wanted.len(), Ordering::Relaxed);
@@ -307,12 +346,31 @@ mod tests {
             recent.pending.lock().unwrap().is_empty(),
             "loads still pending"
         );
+        // A read dropped while it loads takes its entries with it.
+        let other = one_shard().await;
+        let other_recent = Recent::new(counting.clone(), 1 << 20);
+        let other_index = other_recent
+            .shard_index(&other, &key)
+            .await
+            .unwrap()
+            .unwrap();
+        let wanted = [(0, other_index.range(0).unwrap())];
+        {
+            let read = other_recent.inner_chunks(&other, &key, &other_index, &wanted);
+            futures::pin_mut!(read);
+            assert!(futures::poll!(read.as_mut()).is_pending());
+            assert_eq!(other_recent.pending.lock().unwrap().len(), 1);
+        }
+        assert!(
+            other_recent.pending.lock().unwrap().is_empty(),
+            "left by a dropped read"
+        );
         // Kept now: asking again loads nothing.
         recent
             .inner_chunks(&array, &key, &index, &[range(3)])
             .await
             .unwrap();
-        assert_eq!(counting.0.load(Ordering::Relaxed), 4);
+        assert_eq!(counting.0.load(Ordering::Relaxed), 5);
     }
 
     #[tokio::test]

@@ -32,7 +32,7 @@ pub trait ChunkSource: Send + Sync + std::fmt::Debug {
         &self,
         array: &Array,
         key: &StoreKey,
-        index: &ShardIndex,
+        index: &Arc<ShardIndex>,
         wanted: &[(usize, Range<u64>)],
     ) -> Result<Vec<Arc<ArrayBytes>>>;
 
@@ -211,7 +211,7 @@ impl ChunkSource for Direct {
         &self,
         array: &Array,
         key: &StoreKey,
-        index: &ShardIndex,
+        index: &Arc<ShardIndex>,
         wanted: &[(usize, Range<u64>)],
     ) -> Result<Vec<Arc<ArrayBytes>>> {
         fetch_inner_chunks(array, key, index, wanted).await
