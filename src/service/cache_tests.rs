@@ -149,24 +149,7 @@ async fn a_cache_of_size_0_counts_the_chunks_reads_take_past_it() {
     assert_eq!(got, want);
     assert_eq!(misses(), 1, "the chunk decoded for part of its rows");
     // A shard's index and the four inner chunks a window crosses.
-    let doc = serde_json::json!({"zarr_format": 3, "node_type": "array", "shape": [8, 8],
-        "data_type": "uint8", "fill_value": 0,
-        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [8, 8]}},
-        "chunk_key_encoding": {"name": "default"},
-        "codecs": [{"name": "sharding_indexed", "configuration": {
-            "chunk_shape": [4, 4], "codecs": [{"name": "bytes"}],
-            "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
-                             {"name": "crc32c"}]}}]});
-    let NodeMetadata::Array(meta) = crate::zarr::metadata::v3::parse("s/zarr.json", &doc).unwrap()
-    else {
-        panic!("not an array");
-    };
-    let sharded = Array::new(Store::memory(), StoreKey::new("s").unwrap(), *meta).unwrap();
-    let all = Selection::parse(":,:").unwrap().resolve(&[8, 8]).unwrap();
-    sharded
-        .write(&all, ArrayBytes::Fixed((0..64).collect()))
-        .await
-        .unwrap();
+    let sharded = crate::zarr::array::source::tests::one_shard("s").await;
     let sharded = sharded.with_source(Arc::new(CachedSource(cache.clone())));
     let corner = Selection::parse("3:8,3:5")
         .unwrap()

@@ -158,44 +158,31 @@ impl DimMap {
 
     /// The same pairs from destination to source (a write's view of a read's map).
     pub fn inverse(&self) -> Self {
-        match self {
+        let mut map = self.clone();
+        match &mut map {
             DimMap::Strided {
                 src,
                 src_step,
                 dst,
                 dst_step,
-                len,
-            } => DimMap::Strided {
-                src: *dst,
-                src_step: *dst_step,
-                dst: *src,
-                dst_step: *src_step,
-                len: *len,
-            },
-            DimMap::List { src, dst } => DimMap::List {
-                src: dst.clone(),
-                dst: src.clone(),
-            },
+                ..
+            } => {
+                std::mem::swap(src, dst);
+                std::mem::swap(src_step, dst_step);
+            }
+            DimMap::List { src, dst } => std::mem::swap(src, dst),
         }
+        map
     }
 
     /// The same sources, to destinations `0..len`.
     pub fn compacted(&self) -> Self {
-        match self {
-            DimMap::Strided {
-                src, src_step, len, ..
-            } => DimMap::Strided {
-                src: *src,
-                src_step: *src_step,
-                dst: 0,
-                dst_step: 1,
-                len: *len,
-            },
-            DimMap::List { src, .. } => DimMap::List {
-                src: src.clone(),
-                dst: (0..src.len()).collect(),
-            },
+        let mut map = self.clone();
+        match &mut map {
+            DimMap::Strided { dst, dst_step, .. } => (*dst, *dst_step) = (0, 1),
+            DimMap::List { src, dst } => *dst = (0..src.len()).collect(),
         }
+        map
     }
 
     /// The smallest range holding every source index (`None` when empty).
@@ -212,25 +199,12 @@ impl DimMap {
     /// Source indices moved down by `by` (a part of a chunk seen from a
     /// run of its rows that starts at `by`). Every source index is at least `by`.
     pub fn src_from(&self, by: usize) -> Self {
-        match self {
-            DimMap::Strided {
-                src,
-                src_step,
-                dst,
-                dst_step,
-                len,
-            } => DimMap::Strided {
-                src: src - by,
-                src_step: *src_step,
-                dst: *dst,
-                dst_step: *dst_step,
-                len: *len,
-            },
-            DimMap::List { src, dst } => DimMap::List {
-                src: src.iter().map(|i| i - by).collect(),
-                dst: dst.clone(),
-            },
+        let mut map = self.clone();
+        match &mut map {
+            DimMap::Strided { src, .. } => *src -= by,
+            DimMap::List { src, .. } => src.iter_mut().for_each(|i| *i -= by),
         }
+        map
     }
 
     /// Runs where both sides are consecutive: (src, dst, len).

@@ -249,37 +249,9 @@ impl ChunkSource for Recent {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
-    use crate::store::Store;
-    use crate::zarr::array::source::tests::holds_near;
+    use crate::zarr::array::source::tests::{holds_near, one_shard};
     use crate::zarr::array::Direct;
-    use crate::zarr::Selection;
-
-    /// One 8 x 8 shard of four 4 x 4 inner chunks of bytes, written.
-    async fn one_shard() -> Array {
-        let doc = json!({"zarr_format": 3, "node_type": "array", "shape": [8, 8],
-            "data_type": "uint8", "fill_value": 0,
-            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [8, 8]}},
-            "chunk_key_encoding": {"name": "default"},
-            "codecs": [{"name": "sharding_indexed", "configuration": {
-                "chunk_shape": [4, 4], "codecs": [{"name": "bytes"}],
-                "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
-                                 {"name": "crc32c"}]}}]});
-        let crate::zarr::NodeMetadata::Array(meta) =
-            crate::zarr::metadata::v3::parse("a/zarr.json", &doc).unwrap()
-        else {
-            panic!("not an array");
-        };
-        let array = Array::new(Store::memory(), StoreKey::new("a").unwrap(), *meta).unwrap();
-        let all = Selection::parse(":,:").unwrap().resolve(&[8, 8]).unwrap();
-        array
-            .write(&all, ArrayBytes::Fixed((0..64).collect()))
-            .await
-            .unwrap();
-        array
-    }
 
     /// Reads straight from the store, slowly, counting the inner chunks
     /// it fetches.
@@ -313,7 +285,7 @@ mod tests {
 
     #[tokio::test]
     async fn slabs_side_by_side_load_an_inner_chunk_once() {
-        let array = one_shard().await;
+        let array = one_shard("a").await;
         let counting = Arc::new(Counting::default());
         let recent = Recent::new(counting.clone(), 1 << 20);
         let key = array.chunk_key(&[0, 0]).unwrap();
@@ -347,7 +319,7 @@ mod tests {
             "loads still pending"
         );
         // A read dropped while it loads takes its entries with it.
-        let other = one_shard().await;
+        let other = one_shard("a").await;
         let other_recent = Recent::new(counting.clone(), 1 << 20);
         let other_index = other_recent
             .shard_index(&other, &key)
@@ -375,7 +347,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_stream_reads_a_shard_index_once_until_the_shard_changes() {
-        let array = one_shard().await;
+        let array = one_shard("a").await;
         let recent = Recent::new(Arc::new(Direct), 1 << 20);
         let key = array.chunk_key(&[0, 0]).unwrap();
         let first = recent.shard_index(&array, &key).await.unwrap().unwrap();

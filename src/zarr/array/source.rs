@@ -289,6 +289,30 @@ pub(crate) mod tests {
         array
     }
 
+    /// One 8 x 8 shard of four 4 x 4 inner chunks of bytes 0 to 63, written.
+    pub(crate) async fn one_shard(path: &str) -> Array {
+        let doc = json!({"zarr_format": 3, "node_type": "array", "shape": [8, 8],
+            "data_type": "uint8", "fill_value": 0,
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [8, 8]}},
+            "chunk_key_encoding": {"name": "default"},
+            "codecs": [{"name": "sharding_indexed", "configuration": {
+                "chunk_shape": [4, 4], "codecs": [{"name": "bytes"}],
+                "index_codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
+                                 {"name": "crc32c"}]}}]});
+        let crate::zarr::NodeMetadata::Array(meta) =
+            crate::zarr::metadata::v3::parse(&format!("{path}/zarr.json"), &doc).unwrap()
+        else {
+            panic!("not an array");
+        };
+        let array = Array::new(Store::memory(), StoreKey::new(path).unwrap(), *meta).unwrap();
+        let all = Selection::parse(":,:").unwrap().resolve(&[8, 8]).unwrap();
+        array
+            .write(&all, ArrayBytes::Fixed((0..64).collect()))
+            .await
+            .unwrap();
+        array
+    }
+
     async fn array_of_chunks(chunks: u64) -> Array {
         array_of_chunks_in(Store::memory(), chunks).await
     }
