@@ -24,8 +24,8 @@ const WHOLE_ROWS_BYTES: u64 = 16 << 20;
 /// slabs were fresh mappings, page-faulted in each time (measured: whole
 /// warm reads of 4 MiB chunks, 32 MiB chunk rows, 181-189 -> 152-153 ms).
 const SLAB_BYTES: u64 = 2 << 20;
-/// Whole chunk rows next to each other are read as one slab up to this
-/// size. Reading a window of small chunks or inner chunks a chunk row at a
+/// Whole chunk rows next to each other are read as one slab while the
+/// chunks it decodes stay within this size. Reading a window of small chunks or inner chunks a chunk row at a
 /// time paid a pass through the read per row (and, sharded, each shard's
 /// index again), more than overlapping the rows with sending saved
 /// (measured, cache off, 1000^2 float32 windows: 64^2 chunks 6.3 -> 4.7 ms,

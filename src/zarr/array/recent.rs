@@ -169,9 +169,12 @@ impl ChunkSource for Recent {
         // The rest is loaded here, in one vectored read of the shard that
         // slabs asking meanwhile wait for.
         let mut missing: Vec<(usize, (usize, Range<u64>))> = Vec::new();
+        let mut seen: Vec<bool> = found.iter().map(Option::is_some).collect();
+        for (slot, ..) in &waits {
+            seen[*slot] = true;
+        }
         for (slot, (i, range)) in wanted.iter().enumerate() {
-            let seen = found[slot].is_some() || waits.iter().any(|w| w.0 == slot);
-            if !seen && !waiting(slot, *i, range, &mut waits) {
+            if !seen[slot] && !waiting(slot, *i, range, &mut waits) {
                 missing.push((slot, (*i, range.clone())));
             }
         }
