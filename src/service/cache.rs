@@ -21,6 +21,7 @@ use serde::Serialize;
 
 use crate::config::Recheck;
 use crate::store::{Change, KeyMeta, Store, StoreError, StoreKey};
+use crate::zarr::array::inflight::InFlight;
 use crate::zarr::array::source::{decode_chunk, fetch_inner_chunks, load_chunks, Direct, Settle};
 use crate::zarr::array::ChunkSource;
 use crate::zarr::codec::ShardIndex;
@@ -145,6 +146,8 @@ pub struct ZarrCache {
     capacity: u64,
     settle: Settle,
     counters: Arc<Counters>,
+    /// Inner chunks being loaded, shared by the reads that want them.
+    inner_loads: InFlight<Key>,
 }
 
 impl ZarrCache {
@@ -172,6 +175,7 @@ impl ZarrCache {
             capacity,
             settle: Settle::new(capacity),
             counters,
+            inner_loads: InFlight::default(),
         })
     }
 
@@ -617,67 +621,47 @@ impl ChunkSource for CachedSource {
         index: &Arc<ShardIndex>,
         wanted: &[(usize, Range<u64>)],
     ) -> Result<Vec<Arc<ArrayBytes>>> {
-        // Inner chunks not cached yet are fetched together in one vectored read.
-        let gen = self.0.generation(key.as_str());
+        // Inner chunks not cached yet are fetched together in one vectored
+        // read, which reads wanting them meanwhile wait for.
+        let cache = &self.0;
+        let gen = cache.generation(key.as_str());
         let version = {
             use std::hash::{Hash, Hasher};
             let mut h = std::collections::hash_map::DefaultHasher::new();
             index.e_tag().hash(&mut h);
             h.finish()
         };
-        let mut out: Vec<Option<Arc<ArrayBytes>>> = Vec::with_capacity(wanted.len());
-        let mut missing = Vec::new();
-        for (slot, (i, range)) in wanted.iter().enumerate() {
-            match self
-                .0
-                .chunks
-                .get(&(key.as_str().to_string(), gen, Part::Inner(*i, version)))
-                .await
-            {
-                Some(entry) => {
-                    self.0.counters.hits.fetch_add(1, Ordering::Relaxed);
-                    out.push(match &entry.value {
-                        Value::Chunk(c) => Some(c.clone()),
-                        _ => None,
-                    });
-                }
-                None => {
-                    out.push(None);
-                    missing.push((slot, (*i, range.clone())));
-                }
+        let id = |i: usize| (key.as_str().to_string(), gen, Part::Inner(i, version));
+        let find = |k: Key| async move {
+            let entry = cache.chunks.get(&k).await?;
+            match &entry.value {
+                Value::Chunk(c) => Some(c.clone()),
+                _ => None,
             }
-        }
-        if !missing.is_empty() {
-            self.0
-                .counters
-                .misses
-                .fetch_add(missing.len() as u64, Ordering::Relaxed);
-            let ranges: Vec<(usize, Range<u64>)> = missing.iter().map(|(_, w)| w.clone()).collect();
-            let fetched = fetch_inner_chunks(array, key, index, &ranges).await?;
-            for ((slot, (i, _)), chunk) in missing.into_iter().zip(fetched) {
-                let entry = Entry::new(Value::Chunk(chunk.clone()), None);
-                let weight = entry.weight();
-                if self.0.holds(weight) {
-                    self.0
-                        .chunks
-                        .insert(
-                            (key.as_str().to_string(), gen, Part::Inner(i, version)),
-                            entry,
-                        )
-                        .await;
-                    self.0
-                        .settle
-                        .inserted(&self.0.chunks, u64::from(weight))
-                        .await;
-                }
-                out[slot] = Some(chunk);
-            }
-        }
-        out.into_iter()
-            .map(|c| {
-                c.ok_or_else(|| ZarrError::Internal("inner chunk missing after its fetch".into()))
+        };
+        let keep = |k: Key, chunk: Arc<ArrayBytes>| async move {
+            cache.keep(k, Entry::new(Value::Chunk(chunk), None)).await;
+        };
+        let loaded = AtomicU64::new(0);
+        let (array, key, index) = (array.clone(), key.clone(), index.clone());
+        let load = |ranges: Vec<(usize, Range<u64>)>| {
+            loaded.store(ranges.len() as u64, Ordering::Relaxed);
+            futures::FutureExt::boxed(async move {
+                fetch_inner_chunks(&array, &key, &index, &ranges).await
             })
-            .collect()
+        };
+        let chunks = cache
+            .inner_loads
+            .inner_chunks(wanted, id, find, load, keep)
+            .await?;
+        // Chunks another read was loading count as found.
+        let loaded = loaded.load(Ordering::Relaxed);
+        cache.counters.misses.fetch_add(loaded, Ordering::Relaxed);
+        cache
+            .counters
+            .hits
+            .fetch_add(wanted.len() as u64 - loaded, Ordering::Relaxed);
+        Ok(chunks)
     }
 
     fn invalidate(&self, key: &StoreKey) {

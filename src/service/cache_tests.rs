@@ -160,3 +160,37 @@ async fn a_cache_of_size_0_counts_the_chunks_reads_take_past_it() {
     assert_eq!(got, want);
     assert_eq!(misses(), 1 + 1 + 4, "the index and four inner chunks");
 }
+
+#[tokio::test]
+async fn reads_side_by_side_share_a_load_of_inner_chunks() {
+    use crate::zarr::Selection;
+    let cache = ZarrCache::new(64 << 20, Recheck::Never);
+    let sharded = crate::zarr::array::source::tests::one_shard("t").await;
+    let sharded = sharded.with_source(Arc::new(CachedSource(cache.clone())));
+    let all = Selection::parse(":,:").unwrap().resolve(&[8, 8]).unwrap();
+    let corner = Selection::parse("2:6,2:6")
+        .unwrap()
+        .resolve(&[8, 8])
+        .unwrap();
+    let (a, b) = futures::join!(sharded.read(&all), sharded.read(&corner));
+    assert_eq!(
+        a.unwrap().into_fixed().unwrap(),
+        (0..64).collect::<Vec<u8>>()
+    );
+    let want: Vec<u8> = (2..6u8)
+        .flat_map(|r| (2..6).map(move |c| r * 8 + c))
+        .collect();
+    assert_eq!(b.unwrap().into_fixed().unwrap(), want);
+    let stats = cache.stats();
+    assert_eq!(
+        stats.misses,
+        1 + 4,
+        "the index and each inner chunk loaded once"
+    );
+    assert_eq!(
+        stats.hits,
+        1 + 4,
+        "the second read found the index and waited for the chunks"
+    );
+    assert!(cache.inner_loads.is_empty());
+}

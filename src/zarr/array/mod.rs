@@ -1,6 +1,7 @@
 //! A runtime array: metadata plus its codec chain, bound to a store path.
 //! Reading and writing selections live in `read` and `write`.
 
+pub mod inflight;
 mod output;
 mod read;
 pub mod recent;

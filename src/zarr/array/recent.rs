@@ -1,13 +1,13 @@
 //! A stream's own short memory of the chunks it decoded last.
 
-use std::collections::HashMap;
 use std::ops::Range;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use async_trait::async_trait;
-use futures::future::{BoxFuture, FutureExt, Shared};
+use futures::FutureExt;
 
+use super::inflight::InFlight;
 use super::source::{ChunkSource, Settle};
 use super::Array;
 use crate::store::StoreKey;
@@ -21,7 +21,7 @@ use crate::zarr::error::{Result, ZarrError};
 /// once); with the server's cache off, or full of data it will not evict
 /// for these, each such chunk would otherwise be fetched and decoded once
 /// per slab. Loads are shared by concurrent slabs: one chunk's through the
-/// cache below, inner chunks of a shard through [`Recent::pending`] (two
+/// cache below, inner chunks of a shard through [`InFlight`] (two
 /// slabs side by side at the start of each row of inner chunks otherwise
 /// both fetched and decoded the whole row: measured, a whole read of a
 /// 1024 x 32768 array of 256^2 inner chunks made 912 loads of its 528
@@ -34,43 +34,10 @@ pub struct Recent {
     /// Shard indexes, for slabs that split a row of inner chunks (with the
     /// server's cache off, each slab would read them again).
     indexes: moka::future::Cache<String, Option<Arc<ShardIndex>>>,
-    /// Inner chunks being loaded.
-    pending: Mutex<HashMap<RecentKey, Pending>>,
+    /// Inner chunks being loaded, shared by the slabs that want them.
+    in_flight: InFlight<RecentKey>,
     settle: Settle,
 }
-
-/// An inner chunk being loaded: the load (shared by whoever waits for it),
-/// the chunk's place in what it returns, and its byte range in the shard.
-#[derive(Debug)]
-struct Pending {
-    load: InnerLoad,
-    at: usize,
-    range: Range<u64>,
-}
-
-/// A load's entries in [`Recent::pending`], taken out when this is dropped:
-/// after the load is kept, or with a read dropped while it waited. Entries
-/// a later load put under the same keys (after an invalidation) stay.
-struct Registered<'a> {
-    pending: &'a Mutex<HashMap<RecentKey, Pending>>,
-    keys: Vec<RecentKey>,
-    load: InnerLoad,
-}
-
-impl Drop for Registered<'_> {
-    fn drop(&mut self) {
-        let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        for key in &self.keys {
-            if pending.get(key).is_some_and(|p| p.load.ptr_eq(&self.load)) {
-                pending.remove(key);
-            }
-        }
-    }
-}
-
-/// One vectored read and decode of some inner chunks of a shard.
-type InnerLoad =
-    Shared<BoxFuture<'static, std::result::Result<Arc<Vec<Arc<ArrayBytes>>>, Arc<ZarrError>>>>;
 
 /// Shard indexes one [`Recent`] keeps: a few rows of shards.
 const RECENT_INDEXES: u64 = 256;
@@ -100,7 +67,7 @@ impl Recent {
             budget,
             kept,
             indexes: moka::future::Cache::new(RECENT_INDEXES),
-            pending: Mutex::new(HashMap::new()),
+            in_flight: InFlight::default(),
             settle: Settle::new(budget),
         }
     }
@@ -144,90 +111,25 @@ impl ChunkSource for Recent {
     ) -> Result<Vec<Arc<ArrayBytes>>> {
         let version = index.e_tag().map(str::to_string);
         let id = |i: usize| (key.as_str().to_string(), Some((i, version.clone())));
-        let pending = || self.pending.lock().unwrap_or_else(|e| e.into_inner());
-        // A chunk being loaded by another slab: wait for that load. A load
-        // is kept before it leaves `pending`, so looking in `pending` first
-        // and then in `kept` finds every chunk loaded or loading.
-        let mut waits: Vec<(usize, InnerLoad, usize)> = Vec::new();
-        let waiting = |slot: usize, i: usize, range: &Range<u64>, waits: &mut Vec<_>| {
-            match pending().get(&id(i)) {
-                // The same range too: a store without ETags gives two
-                // versions of a shard one key.
-                Some(p) if p.range == *range => {
-                    waits.push((slot, p.load.clone(), p.at));
-                    true
-                }
-                _ => false,
-            }
+        let find = |k: RecentKey| async move { self.kept.get(&k).await.flatten() };
+        let keep = |k: RecentKey, chunk: Arc<ArrayBytes>| async move {
+            let chunk = Some(chunk);
+            let weight = recent_weight(&chunk);
+            self.kept.insert(k, chunk).await;
+            self.settle.inserted(&self.kept, weight).await;
         };
-        let mut found = vec![None; wanted.len()];
-        for (slot, (i, range)) in wanted.iter().enumerate() {
-            if !waiting(slot, *i, range, &mut waits) {
-                found[slot] = self.kept.get(&id(*i)).await.flatten();
-            }
-        }
-        // The rest is loaded here, in one vectored read of the shard that
-        // slabs asking meanwhile wait for.
-        let mut missing: Vec<(usize, (usize, Range<u64>))> = Vec::new();
-        let mut seen: Vec<bool> = found.iter().map(Option::is_some).collect();
-        for (slot, ..) in &waits {
-            seen[*slot] = true;
-        }
-        for (slot, (i, range)) in wanted.iter().enumerate() {
-            if !seen[slot] && !waiting(slot, *i, range, &mut waits) {
-                missing.push((slot, (*i, range.clone())));
-            }
-        }
-        if !missing.is_empty() {
-            let ranges: Vec<(usize, Range<u64>)> = missing.iter().map(|(_, w)| w.clone()).collect();
-            let (inner, array, key, index) = (
-                self.inner.clone(),
-                array.clone(),
-                key.clone(),
-                index.clone(),
-            );
-            let load: InnerLoad = async move {
-                inner
-                    .inner_chunks(&array, &key, &index, &ranges)
-                    .await
-                    .map(Arc::new)
-                    .map_err(Arc::new)
-            }
-            .boxed()
-            .shared();
-            // Until dropped (also when this read is), the entries stay.
-            let registered = Registered {
-                pending: &self.pending,
-                keys: missing.iter().map(|(_, (i, _))| id(*i)).collect(),
-                load: load.clone(),
-            };
-            {
-                let mut pending = pending();
-                for (at, (_, (i, range))) in missing.iter().enumerate() {
-                    let load = load.clone();
-                    let range = range.clone();
-                    pending.insert(id(*i), Pending { load, at, range });
-                }
-            }
-            let loaded = load.await.map_err(ZarrError::unshare)?;
-            for ((slot, (i, _)), chunk) in missing.iter().zip(loaded.iter()) {
-                let chunk = Some(chunk.clone());
-                self.kept.insert(id(*i), chunk.clone()).await;
-                self.settle
-                    .inserted(&self.kept, recent_weight(&chunk))
-                    .await;
-                found[*slot] = chunk;
-            }
-            drop(registered);
-        }
-        for (slot, load, at) in waits {
-            let loaded = load.await.map_err(ZarrError::unshare)?;
-            found[slot] = loaded.get(at).cloned();
-        }
-        found
-            .into_iter()
-            .map(|c| c.ok_or_else(|| ZarrError::Internal("an inner chunk was not read".into())))
-            .collect()
+        let (inner, array, key, index) = (
+            self.inner.clone(),
+            array.clone(),
+            key.clone(),
+            index.clone(),
+        );
+        let load = move |ranges: Vec<(usize, Range<u64>)>| {
+            async move { inner.inner_chunks(&array, &key, &index, &ranges).await }.boxed()
+        };
+        self.in_flight
+            .inner_chunks(wanted, id, find, load, keep)
+            .await
     }
 
     fn keeps(&self, bytes: usize) -> bool {
@@ -243,10 +145,7 @@ impl ChunkSource for Recent {
         // Rare (a shard replaced mid-read): drop everything rather than scan.
         self.kept.invalidate_all();
         self.indexes.invalidate_all();
-        self.pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clear();
+        self.in_flight.clear();
     }
 }
 
@@ -317,10 +216,7 @@ mod tests {
             4,
             "each inner chunk loaded once"
         );
-        assert!(
-            recent.pending.lock().unwrap().is_empty(),
-            "loads still pending"
-        );
+        assert!(recent.in_flight.is_empty(), "loads still pending");
         // A read dropped while it loads takes its entries with it.
         let other = one_shard("a").await;
         let other_recent = Recent::new(counting.clone(), 1 << 20);
@@ -334,12 +230,9 @@ mod tests {
             let read = other_recent.inner_chunks(&other, &key, &other_index, &wanted);
             futures::pin_mut!(read);
             assert!(futures::poll!(read.as_mut()).is_pending());
-            assert_eq!(other_recent.pending.lock().unwrap().len(), 1);
+            assert_eq!(other_recent.in_flight.len(), 1);
         }
-        assert!(
-            other_recent.pending.lock().unwrap().is_empty(),
-            "left by a dropped read"
-        );
+        assert!(other_recent.in_flight.is_empty(), "left by a dropped read");
         // Kept now: asking again loads nothing.
         recent
             .inner_chunks(&array, &key, &index, &[range(3)])

@@ -1,0 +1,169 @@
+//! Loads of a shard's inner chunks in flight, shared with whoever asks for
+//! one of those chunks before the load is done. Inner chunks are fetched
+//! several at a time in one vectored read, so a per-key cache load cannot
+//! share them; without this, two reads side by side (two slabs of one
+//! stream, two viewers of one region) each fetched and decoded them.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::hash::Hash;
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+
+use futures::future::{BoxFuture, FutureExt, Shared};
+
+use crate::zarr::buffer::ArrayBytes;
+use crate::zarr::error::{Result, ZarrError};
+
+/// One vectored read and decode of some inner chunks of a shard.
+type InnerLoad =
+    Shared<BoxFuture<'static, std::result::Result<Arc<Vec<Arc<ArrayBytes>>>, Arc<ZarrError>>>>;
+
+/// An inner chunk being loaded: the load (shared by whoever waits for it),
+/// the chunk's place in what it returns, and its byte range in the shard.
+#[derive(Debug)]
+struct Pending {
+    load: InnerLoad,
+    at: usize,
+    range: Range<u64>,
+}
+
+/// Inner chunks being loaded, by the key their cache keeps them under.
+#[derive(Debug)]
+pub struct InFlight<K> {
+    pending: Mutex<HashMap<K, Pending>>,
+}
+
+impl<K> Default for InFlight<K> {
+    fn default() -> Self {
+        InFlight {
+            pending: Mutex::new(HashMap::new()),
+        }
+    }
+}
+
+impl<K: Hash + Eq + Clone> InFlight<K> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<K, Pending>> {
+        self.pending.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Forget every load in flight (they finish for those already waiting).
+    pub fn clear(&self) {
+        self.lock().clear();
+    }
+
+    /// How many inner chunks are being loaded.
+    pub fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The load `key` is part of, when it is being loaded for `range` (a
+    /// store without ETags gives two versions of a shard one key).
+    fn joining(&self, key: &K, range: &Range<u64>) -> Option<(InnerLoad, usize)> {
+        self.lock()
+            .get(key)
+            .filter(|p| p.range == *range)
+            .map(|p| (p.load.clone(), p.at))
+    }
+
+    /// Inner chunks `wanted` (index in the shard, byte range), each named
+    /// `id(index)`: what another caller is loading is waited for, what
+    /// `find` has is taken, and the rest is loaded by `load` in one go and
+    /// each chunk handed to `keep` before other callers stop finding it
+    /// here (so looking here first and then with `find` misses nothing).
+    pub async fn inner_chunks<Find, Found, Keep, Kept>(
+        &self,
+        wanted: &[(usize, Range<u64>)],
+        id: impl Fn(usize) -> K,
+        find: Find,
+        load: impl FnOnce(Vec<(usize, Range<u64>)>) -> BoxFuture<'static, Result<Vec<Arc<ArrayBytes>>>>,
+        keep: Keep,
+    ) -> Result<Vec<Arc<ArrayBytes>>>
+    where
+        Find: Fn(K) -> Found,
+        Found: Future<Output = Option<Arc<ArrayBytes>>>,
+        Keep: Fn(K, Arc<ArrayBytes>) -> Kept,
+        Kept: Future<Output = ()>,
+    {
+        let mut found = vec![None; wanted.len()];
+        let mut waits: Vec<(usize, InnerLoad, usize)> = Vec::new();
+        for (slot, (i, range)) in wanted.iter().enumerate() {
+            match self.joining(&id(*i), range) {
+                Some((load, at)) => waits.push((slot, load, at)),
+                None => found[slot] = find(id(*i)).await,
+            }
+        }
+        let mut seen: Vec<bool> = found.iter().map(Option::is_some).collect();
+        for (slot, ..) in &waits {
+            seen[*slot] = true;
+        }
+        let mut missing: Vec<(usize, (usize, Range<u64>))> = Vec::new();
+        for (slot, (i, range)) in wanted.iter().enumerate() {
+            if seen[slot] {
+                continue;
+            }
+            match self.joining(&id(*i), range) {
+                Some((load, at)) => waits.push((slot, load, at)),
+                None => missing.push((slot, (*i, range.clone()))),
+            }
+        }
+        if !missing.is_empty() {
+            let ranges = missing.iter().map(|(_, w)| w.clone()).collect();
+            let loading: InnerLoad = load(ranges)
+                .map(|r| r.map(Arc::new).map_err(Arc::new))
+                .boxed()
+                .shared();
+            // Until dropped (also when this read is), the entries stay.
+            let registered = Registered {
+                flight: self,
+                keys: missing.iter().map(|(_, (i, _))| id(*i)).collect(),
+                load: loading.clone(),
+            };
+            {
+                let mut pending = self.lock();
+                for (at, (_, (i, range))) in missing.iter().enumerate() {
+                    let (load, range) = (loading.clone(), range.clone());
+                    pending.insert(id(*i), Pending { load, at, range });
+                }
+            }
+            let loaded = loading.await.map_err(ZarrError::unshare)?;
+            for ((slot, (i, _)), chunk) in missing.iter().zip(loaded.iter()) {
+                keep(id(*i), chunk.clone()).await;
+                found[*slot] = Some(chunk.clone());
+            }
+            drop(registered);
+        }
+        for (slot, load, at) in waits {
+            let loaded = load.await.map_err(ZarrError::unshare)?;
+            found[slot] = loaded.get(at).cloned();
+        }
+        found
+            .into_iter()
+            .map(|c| c.ok_or_else(|| ZarrError::Internal("an inner chunk was not read".into())))
+            .collect()
+    }
+}
+
+/// A load's entries in [`InFlight`], taken out when this is dropped: after
+/// the load is kept, or with a read dropped while it waited. Entries a
+/// later load put under the same keys (after [`InFlight::clear`]) stay.
+struct Registered<'a, K: Hash + Eq + Clone> {
+    flight: &'a InFlight<K>,
+    keys: Vec<K>,
+    load: InnerLoad,
+}
+
+impl<K: Hash + Eq + Clone> Drop for Registered<'_, K> {
+    fn drop(&mut self) {
+        let mut pending = self.flight.lock();
+        for key in &self.keys {
+            if pending.get(key).is_some_and(|p| p.load.ptr_eq(&self.load)) {
+                pending.remove(key);
+            }
+        }
+    }
+}
