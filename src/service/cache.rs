@@ -646,6 +646,8 @@ impl ChunkSource for CachedSource {
         let (array, key, index) = (array.clone(), key.clone(), index.clone());
         let load = |ranges: Vec<(usize, Range<u64>)>| {
             loaded.store(ranges.len() as u64, Ordering::Relaxed);
+            let misses = &cache.counters.misses;
+            misses.fetch_add(ranges.len() as u64, Ordering::Relaxed);
             futures::FutureExt::boxed(async move {
                 fetch_inner_chunks(&array, &key, &index, &ranges).await
             })
@@ -654,13 +656,15 @@ impl ChunkSource for CachedSource {
             .inner_loads
             .inner_chunks(wanted, id, find, load, keep)
             .await?;
-        // Chunks another read was loading count as found.
-        let loaded = loaded.load(Ordering::Relaxed);
-        cache.counters.misses.fetch_add(loaded, Ordering::Relaxed);
-        cache
-            .counters
-            .hits
-            .fetch_add(wanted.len() as u64 - loaded, Ordering::Relaxed);
+        // Chunks another read was loading count as found (a cache that
+        // keeps nothing finds nothing: they were misses of that read).
+        let others = wanted.len() as u64 - loaded.load(Ordering::Relaxed);
+        let counter = if cache.capacity > 0 {
+            &cache.counters.hits
+        } else {
+            &cache.counters.misses
+        };
+        counter.fetch_add(others, Ordering::Relaxed);
         Ok(chunks)
     }
 

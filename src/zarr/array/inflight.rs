@@ -101,45 +101,65 @@ impl<K: Hash + Eq + Clone> InFlight<K> {
         for (slot, ..) in &waits {
             seen[*slot] = true;
         }
+        // Deciding what to load and registering it is one critical
+        // section: reads on other threads see either this load or none.
         let mut missing: Vec<(usize, (usize, Range<u64>))> = Vec::new();
-        for (slot, (i, range)) in wanted.iter().enumerate() {
-            if seen[slot] {
-                continue;
+        let own = {
+            let mut pending = self.lock();
+            for (slot, (i, range)) in wanted.iter().enumerate() {
+                if seen[slot] {
+                    continue;
+                }
+                match pending.get(&id(*i)).filter(|p| p.range == *range) {
+                    Some(p) => waits.push((slot, p.load.clone(), p.at)),
+                    None => missing.push((slot, (*i, range.clone()))),
+                }
             }
-            match self.joining(&id(*i), range) {
-                Some((load, at)) => waits.push((slot, load, at)),
-                None => missing.push((slot, (*i, range.clone()))),
-            }
-        }
-        if !missing.is_empty() {
-            let ranges = missing.iter().map(|(_, w)| w.clone()).collect();
-            let loading: InnerLoad = load(ranges)
-                .map(|r| r.map(Arc::new).map_err(Arc::new))
-                .boxed()
-                .shared();
-            // Until dropped (also when this read is), the entries stay.
-            let registered = Registered {
-                flight: self,
-                keys: missing.iter().map(|(_, (i, _))| id(*i)).collect(),
-                load: loading.clone(),
-            };
-            {
-                let mut pending = self.lock();
+            (!missing.is_empty()).then(|| {
+                let ranges = missing.iter().map(|(_, w)| w.clone()).collect();
+                let loading: InnerLoad = load(ranges)
+                    .map(|r| r.map(Arc::new).map_err(Arc::new))
+                    .boxed()
+                    .shared();
                 for (at, (_, (i, range))) in missing.iter().enumerate() {
                     let (load, range) = (loading.clone(), range.clone());
                     pending.insert(id(*i), Pending { load, at, range });
                 }
-            }
+                // Until dropped (also when this read is), the entries stay.
+                let registered = Registered {
+                    flight: self,
+                    keys: missing.iter().map(|(_, (i, _))| id(*i)).collect(),
+                    load: loading.clone(),
+                };
+                (loading, registered)
+            })
+        };
+        let own = async {
+            let Some((loading, registered)) = own else {
+                return Ok(Vec::new());
+            };
             let loaded = loading.await.map_err(ZarrError::unshare)?;
+            let mut got = Vec::with_capacity(missing.len());
             for ((slot, (i, _)), chunk) in missing.iter().zip(loaded.iter()) {
                 keep(id(*i), chunk.clone()).await;
-                found[*slot] = Some(chunk.clone());
+                got.push((*slot, chunk.clone()));
             }
             drop(registered);
+            Ok::<_, ZarrError>(got)
+        };
+        // Each wait keeps only its own chunk of another read's load, and
+        // lets go of that load as soon as it is done.
+        let waited =
+            futures::future::try_join_all(waits.into_iter().map(|(slot, load, at)| async move {
+                let loaded = load.await.map_err(ZarrError::unshare)?;
+                Ok::<_, ZarrError>((slot, loaded.get(at).cloned()))
+            }));
+        let (got, waited) = futures::join!(own, waited);
+        for (slot, chunk) in got? {
+            found[slot] = Some(chunk);
         }
-        for (slot, load, at) in waits {
-            let loaded = load.await.map_err(ZarrError::unshare)?;
-            found[slot] = loaded.get(at).cloned();
+        for (slot, chunk) in waited? {
+            found[slot] = chunk;
         }
         found
             .into_iter()
