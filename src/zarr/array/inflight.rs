@@ -61,20 +61,12 @@ impl<K: Hash + Eq + Clone> InFlight<K> {
         self.len() == 0
     }
 
-    /// The load `key` is part of, when it is being loaded for `range` (a
-    /// store without ETags gives two versions of a shard one key).
-    fn joining(&self, key: &K, range: &Range<u64>) -> Option<(InnerLoad, usize)> {
-        self.lock()
-            .get(key)
-            .filter(|p| p.range == *range)
-            .map(|p| (p.load.clone(), p.at))
-    }
-
     /// Inner chunks `wanted` (index in the shard, byte range), each named
-    /// `id(index)`: what another caller is loading is waited for, what
-    /// `find` has is taken, and the rest is loaded by `load` in one go and
-    /// each chunk handed to `keep` before other callers stop finding it
-    /// here (so looking here first and then with `find` misses nothing).
+    /// `id(index)`: what `find` has is taken, what another caller is
+    /// loading is waited for, and the rest is loaded by `load` in one go
+    /// and each chunk handed to `keep` before other callers stop finding it
+    /// here. A chunk whose load ends between a caller's `find` and its look
+    /// here is loaded again: rare, and only a cost.
     pub async fn inner_chunks<Find, Found, Keep, Kept>(
         &self,
         wanted: &[(usize, Range<u64>)],
@@ -89,25 +81,24 @@ impl<K: Hash + Eq + Clone> InFlight<K> {
         Keep: Fn(K, Arc<ArrayBytes>) -> Kept,
         Kept: Future<Output = ()>,
     {
-        let mut found = vec![None; wanted.len()];
-        let mut waits: Vec<(usize, InnerLoad, usize)> = Vec::new();
-        for (slot, (i, range)) in wanted.iter().enumerate() {
-            match self.joining(&id(*i), range) {
-                Some((load, at)) => waits.push((slot, load, at)),
-                None => found[slot] = find(id(*i)).await,
-            }
+        // Found ones first, without the lock: a warm read takes it not at all.
+        let mut found = Vec::with_capacity(wanted.len());
+        for (i, _) in wanted {
+            found.push(find(id(*i)).await);
         }
-        let mut seen: Vec<bool> = found.iter().map(Option::is_some).collect();
-        for (slot, ..) in &waits {
-            seen[*slot] = true;
+        if found.iter().all(Option::is_some) {
+            return Ok(found.into_iter().flatten().collect());
         }
         // Deciding what to load and registering it is one critical
         // section: reads on other threads see either this load or none.
+        // (The same range too: a store without ETags gives two versions of
+        // a shard one key.)
+        let mut waits: Vec<(usize, InnerLoad, usize)> = Vec::new();
         let mut missing: Vec<(usize, (usize, Range<u64>))> = Vec::new();
         let own = {
             let mut pending = self.lock();
             for (slot, (i, range)) in wanted.iter().enumerate() {
-                if seen[slot] {
+                if found[slot].is_some() {
                     continue;
                 }
                 match pending.get(&id(*i)).filter(|p| p.range == *range) {
