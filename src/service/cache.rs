@@ -625,12 +625,10 @@ impl ChunkSource for CachedSource {
         // read, which reads wanting them meanwhile wait for.
         let cache = &self.0;
         let gen = cache.generation(key.as_str());
-        let version = {
-            use std::hash::{Hash, Hasher};
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            index.e_tag().hash(&mut h);
-            h.finish()
-        };
+        // Keyed by the index's version, not only the generation: that is
+        // read after the index, so a write in between would otherwise keep
+        // chunks read at the old index's ranges under the new generation.
+        let version = index.version();
         let id = |i: usize| (key.as_str().to_string(), gen, Part::Inner(i, version));
         let find = |k: Key| async move {
             let entry = cache.chunks.get(&k).await?;

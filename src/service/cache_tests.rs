@@ -194,3 +194,45 @@ async fn reads_side_by_side_share_a_load_of_inner_chunks() {
     );
     assert!(cache.inner_loads.is_empty());
 }
+
+#[tokio::test]
+async fn inner_chunks_of_a_shard_without_etags_are_kept_per_index() {
+    use crate::zarr::Selection;
+    let cache = ZarrCache::new(64 << 20, Recheck::Never);
+    let source = CachedSource(cache.clone());
+    // Writes go around the cache, as a rewrite between the index's read
+    // and the generation's would.
+    let array = crate::zarr::array::source::tests::one_shard("n").await;
+    let key = array.chunk_key(&[0, 0]).unwrap();
+    let unpinned = |index: ShardIndex| Arc::new(index.pinned(None));
+    let (old, _) = array.read_shard_index(&key).await.unwrap().unwrap();
+    let old = unpinned(old);
+    let want = |index: &ShardIndex| vec![(1, index.range(1).unwrap())];
+    let first = source.inner_chunks(&array, &key, &old, &want(&old)).await;
+    let row = |r: u8| (r * 8 + 4..r * 8 + 8).collect::<Vec<u8>>();
+    assert_eq!(
+        first.unwrap()[0].as_ref().clone().into_fixed().unwrap(),
+        (0..4).flat_map(row).collect::<Vec<u8>>()
+    );
+    // Inner chunk 0 becomes fill (not stored), so chunk 1 moves, with new
+    // values.
+    let top = Selection::parse("0:4,:").unwrap().resolve(&[8, 8]).unwrap();
+    let new_top: Vec<u8> = (0..32)
+        .map(|i| if i % 8 < 4 { 0 } else { 200 + i })
+        .collect();
+    array
+        .write(&top, ArrayBytes::Fixed(new_top.clone()))
+        .await
+        .unwrap();
+    let (new, _) = array.read_shard_index(&key).await.unwrap().unwrap();
+    let new = unpinned(new);
+    assert_ne!(old.range(1), new.range(1), "chunk 1 moved");
+    let second = source.inner_chunks(&array, &key, &new, &want(&new)).await;
+    assert_eq!(
+        second.unwrap()[0].as_ref().clone().into_fixed().unwrap(),
+        (0..4)
+            .flat_map(|r| new_top[r * 8 + 4..r * 8 + 8].to_vec())
+            .collect::<Vec<u8>>(),
+        "chunk 1 as the new index places it, not as the old one did"
+    );
+}

@@ -49,7 +49,7 @@ fn recent_weight(chunk: &Option<Arc<ArrayBytes>>) -> u64 {
 }
 
 /// A chunk key, with the inner chunk and the shard version for inner chunks.
-type RecentKey = (String, Option<(usize, Option<String>)>);
+type RecentKey = (String, Option<(usize, u64)>);
 
 impl Recent {
     pub fn new(inner: Arc<dyn ChunkSource>, budget: u64) -> Self {
@@ -109,8 +109,8 @@ impl ChunkSource for Recent {
         index: &Arc<ShardIndex>,
         wanted: &[(usize, Range<u64>)],
     ) -> Result<Vec<Arc<ArrayBytes>>> {
-        let version = index.e_tag().map(str::to_string);
-        let id = |i: usize| (key.as_str().to_string(), Some((i, version.clone())));
+        let version = index.version();
+        let id = |i: usize| (key.as_str().to_string(), Some((i, version)));
         let find = |k: RecentKey| async move { self.kept.get(&k).await.flatten() };
         let keep = |k: RecentKey, chunk: Arc<ArrayBytes>| async move {
             let chunk = Some(chunk);

@@ -65,6 +65,20 @@ impl ShardIndex {
     pub fn e_tag(&self) -> Option<&str> {
         self.e_tag.as_deref()
     }
+    /// A number that tells versions of the shard apart, for keying the
+    /// inner chunks read at this index: a hash of the ETag, or, from a store
+    /// without ETags, of the index itself (a rewrite that moves inner
+    /// chunks changes it; one that moves none leaves them where this index
+    /// reads them).
+    pub fn version(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        match &self.e_tag {
+            Some(e_tag) => e_tag.hash(&mut h),
+            None => self.entries.hash(&mut h),
+        }
+        h.finish()
+    }
     /// Bytes the stored inner chunks occupy.
     pub fn stored_bytes(&self) -> u64 {
         self.entries
