@@ -128,9 +128,10 @@ impl Store {
                 .await
                 .map(|v| Some((v.bytes, v.meta))),
             Err(object_store::Error::NotFound { .. }) => Ok(None),
-            Err(object_store::Error::NotSupported { .. }) => {
-                // Azure has no suffix ranges: the size first, then a bounded
-                // range of that version.
+            Err(e) if refuses_suffix(&e) => {
+                // Azure has no suffix ranges, and some HTTP servers answer
+                // them with 416: the size first, then a bounded range of
+                // that version.
                 let Some(meta) = store.head(&key).await? else {
                     return Ok(None);
                 };
@@ -246,10 +247,10 @@ impl Store {
             ..Default::default()
         };
         let result = store.inner.get_opts(&store.path(&key), options).await;
-        if let (Err(object_store::Error::NotSupported { .. }), Some(StoreRange::Suffix(n))) =
-            (&result, &request.range)
-        {
-            return Box::pin(store.get_suffix_as_bounded(&key, *n)).await;
+        if let (Err(e), Some(StoreRange::Suffix(n))) = (&result, &request.range) {
+            if refuses_suffix(e) {
+                return Box::pin(store.get_suffix_as_bounded(&key, *n)).await;
+            }
         }
         match result {
             Ok(result) => {
@@ -426,4 +427,24 @@ pub(super) fn requested(
             })
         }
     })
+}
+
+/// Whether a store's error says it does not answer suffix ranges: it says
+/// so (Azure, or an HTTP server sending the whole value), or an HTTP
+/// server answered 416, which object_store reports only in its message.
+fn refuses_suffix(err: &object_store::Error) -> bool {
+    match err {
+        object_store::Error::NotSupported { .. } => true,
+        object_store::Error::Generic { source, .. } => {
+            let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(source.as_ref());
+            while let Some(e) = cause {
+                if e.to_string().contains("416 Range Not Satisfiable") {
+                    return true;
+                }
+                cause = e.source();
+            }
+            false
+        }
+        _ => false,
+    }
 }

@@ -839,6 +839,29 @@ async fn http_store_without_suffix_ranges_reads_conform() {
     .await;
 }
 
+#[tokio::test]
+async fn http_store_refusing_suffix_ranges_reads_conform() {
+    // A server that answers every suffix range with 416, as some do:
+    // suffixes fall back to the size and a bounded range.
+    reads_conform_over_http(|app| {
+        app.layer(axum::middleware::from_fn(
+            |req: axum::http::Request<axum::body::Body>, next: axum::middleware::Next| async move {
+                let suffix = req
+                    .headers()
+                    .get(axum::http::header::RANGE)
+                    .is_some_and(|r| r.as_bytes().starts_with(b"bytes=-"));
+                if suffix {
+                    return axum::response::IntoResponse::into_response(
+                        axum::http::StatusCode::RANGE_NOT_SATISFIABLE,
+                    );
+                }
+                next.run(req).await
+            },
+        ))
+    })
+    .await;
+}
+
 /// The object-store emulators the interop tests use (moto for S3, Azurite
 /// for Azure), started here from the paths `scripts/test` exports. Without
 /// them (a bare `cargo test`) these backends are skipped, saying so; under
