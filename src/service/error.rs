@@ -92,7 +92,6 @@ impl From<StoreError> for ServiceError {
             StoreError::BadReference(_) => (StoreUnavailable, "bad_reference"),
             StoreError::UnknownVersion(_) => (NotFound, "unknown_version"),
             StoreError::Diverged(_) => (Conflict, "commit_conflict"),
-            StoreError::TooMany { .. } => (TooLarge, "too_many_keys"),
             StoreError::Backend { .. } => {
                 crate::metrics::count(&crate::metrics::STORE_ERRORS);
                 (StoreUnavailable, "store_error")

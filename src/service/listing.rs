@@ -5,10 +5,8 @@
 use super::{Result, Service};
 use crate::store::{KeyMeta, StoreError, StoreKey};
 
-/// Values a listing without a delimiter may gather: it lists everything
-/// below the prefix's folder, so it is refused where that would not fit
-/// in memory (a listing by folder costs one level only).
-pub const MAX_LISTED: usize = 100_000;
+/// Values one store call lists at a time beyond a page's own keys.
+const BATCH_MIN: usize = 100;
 
 /// One entry of a listing, in key order.
 #[derive(Debug, Clone)]
@@ -17,6 +15,51 @@ pub enum Listed {
     Value { key: String, meta: KeyMeta },
     /// Values rolled up at the delimiter: the key up to and including it.
     Prefix(String),
+}
+
+/// One page of a listing: its entries, and whether more follow.
+#[derive(Debug, Default)]
+pub struct Page {
+    pub entries: Vec<Listed>,
+    pub truncated: bool,
+}
+
+impl Page {
+    /// The entries of a whole listing after `after`, at most `max`.
+    fn of(listed: Vec<Listed>, after: Option<&str>, max: usize) -> Page {
+        let start = after.map_or(0, |a| listed.partition_point(|l| l.key() <= a));
+        let mut entries: Vec<Listed> = listed.into_iter().skip(start).collect();
+        Page::cut(&mut entries, max)
+    }
+
+    /// A page of the first `max` of `entries` (more: truncated). A page
+    /// of no keys asked for says nothing of what follows, as S3's does.
+    fn cut(entries: &mut Vec<Listed>, max: usize) -> Page {
+        let truncated = entries.len() > max && max > 0;
+        entries.truncate(max);
+        Page {
+            entries: std::mem::take(entries),
+            truncated,
+        }
+    }
+}
+
+/// An offset below every key that starts with `prefix` and above as many
+/// others as it can be (a listing after it starts at the prefix's keys).
+fn before(prefix: &str) -> Option<String> {
+    let mut chars = prefix.chars();
+    let last = chars.next_back()?;
+    let head = chars.as_str();
+    match (last as u32).checked_sub(1).and_then(char::from_u32) {
+        Some(c) => Some(format!("{head}{c}{}", char::MAX)),
+        None => (!head.is_empty()).then(|| head.to_string()),
+    }
+}
+
+/// An offset after every key that starts with `prefix` but those that go
+/// on with `char::MAX` (which are skipped one by one).
+fn past(prefix: &str) -> String {
+    format!("{prefix}{}", char::MAX)
 }
 
 impl Listed {
@@ -57,14 +100,42 @@ fn roll_up(values: Vec<(String, KeyMeta)>, prefix: &str, delimiter: Option<&str>
 }
 
 impl Service {
-    /// What `/zarr/` serves whose key starts with `prefix`, in key order;
-    /// with a delimiter, the keys that hold it after the prefix rolled up
-    /// into one [`Listed::Prefix`] each. A prefix no valid key can start
-    /// with lists nothing.
-    pub async fn list_values(&self, prefix: &str, delimiter: Option<&str>) -> Result<Vec<Listed>> {
+    /// A page of what `/zarr/` serves whose key starts with `prefix`, in
+    /// key order, after `after`, at most `max` entries; with a delimiter,
+    /// the keys that hold it after the prefix rolled up into one
+    /// [`Listed::Prefix`] each. A prefix no valid key can start with lists
+    /// nothing. Without a delimiter (or with one other than `/`) the store
+    /// is listed in key order a batch at a time, so a page holds one
+    /// batch whatever the number of values below the prefix.
+    pub async fn list_page(
+        &self,
+        prefix: &str,
+        delimiter: Option<&str>,
+        after: Option<&str>,
+        max: usize,
+    ) -> Result<Page> {
         let Ok(folder) = StoreKey::new(folder_of(prefix)) else {
-            return Ok(Vec::new());
+            return Ok(Page::default());
         };
+        let delimiter = delimiter.filter(|d| !d.is_empty());
+        let mut page = if delimiter == Some("/") {
+            self.list_level(&folder, prefix, after, max).await?
+        } else {
+            self.list_walked(&folder, prefix, delimiter, after, max)
+                .await?
+        };
+        page.entries = self.as_served(page.entries).await?;
+        Ok(page)
+    }
+
+    /// A page of a `/` listing: one level of the prefix's folder.
+    async fn list_level(
+        &self,
+        folder: &StoreKey,
+        prefix: &str,
+        after: Option<&str>,
+        max: usize,
+    ) -> Result<Page> {
         let below = |name: &str| {
             if folder.is_root() {
                 name.to_string()
@@ -72,46 +143,99 @@ impl Service {
                 format!("{folder}/{name}")
             }
         };
-        let values: Vec<(String, KeyMeta)> = if delimiter == Some("/") {
-            // One level of the folder is all a `/` listing needs.
-            let level = match self.store.list_dir_values(&folder).await {
-                Ok(level) => level,
+        let level = match self.store.list_dir_values(folder).await {
+            Ok(level) => level,
+            Err(StoreError::InvalidKey { .. } | StoreError::Forbidden { .. }) => {
+                return Ok(Page::default())
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let mut values: Vec<(String, KeyMeta)> = level
+            .values
+            .into_iter()
+            .map(|(name, meta)| (below(&name), meta))
+            .collect();
+        values.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut listed = roll_up(values, prefix, Some("/"));
+        listed.extend(
+            level
+                .prefixes
+                .iter()
+                .map(|p| format!("{}/", below(p)))
+                .filter(|p| p.starts_with(prefix))
+                .map(Listed::Prefix),
+        );
+        listed.sort_by(|a, b| a.key().cmp(b.key()));
+        listed.dedup_by(|a, b| a.key() == b.key());
+        Ok(Page::of(listed, after, max))
+    }
+
+    /// A page of a listing of every value below the prefix's folder, read
+    /// from the store in key order from the first key that can be on it.
+    async fn list_walked(
+        &self,
+        folder: &StoreKey,
+        prefix: &str,
+        delimiter: Option<&str>,
+        after: Option<&str>,
+        max: usize,
+    ) -> Result<Page> {
+        let batch = (max + 1).max(BATCH_MIN);
+        let mut offset = [after.map(str::to_string), before(prefix)]
+            .into_iter()
+            .flatten()
+            .max();
+        let mut entries: Vec<Listed> = Vec::new();
+        loop {
+            let values = match self.store.list_page(folder, offset.as_deref(), batch).await {
+                Ok(values) => values,
                 Err(StoreError::InvalidKey { .. } | StoreError::Forbidden { .. }) => {
-                    return Ok(Vec::new())
+                    return Ok(Page::default())
                 }
                 Err(e) => return Err(e.into()),
             };
-            let mut values: Vec<(String, KeyMeta)> = level
-                .values
-                .into_iter()
-                .map(|(name, meta)| (below(&name), meta))
-                .collect();
-            values.sort_by(|a, b| a.0.cmp(&b.0));
-            let mut listed = roll_up(values, prefix, delimiter);
-            listed.extend(
-                level
-                    .prefixes
-                    .iter()
-                    .map(|p| format!("{}/", below(p)))
-                    .filter(|p| p.starts_with(prefix))
-                    .map(Listed::Prefix),
-            );
-            listed.sort_by(|a, b| a.key().cmp(b.key()));
-            listed.dedup_by(|a, b| a.key() == b.key());
-            return self.as_served(listed).await;
-        } else {
-            match self.store.list_values(&folder, MAX_LISTED).await {
-                Ok(values) => values
-                    .into_iter()
-                    .map(|(k, m)| (k.as_str().to_string(), m))
-                    .collect(),
-                Err(StoreError::InvalidKey { .. } | StoreError::Forbidden { .. }) => {
-                    return Ok(Vec::new())
+            let more = values.len() == batch;
+            // The rolled-up prefix the batch ended in, to skip the rest of.
+            let mut within = None;
+            for (key, meta) in values {
+                let key = key.as_str().to_string();
+                offset = Some(key.clone());
+                let Some(rest) = key.strip_prefix(prefix) else {
+                    if key.as_str() > prefix {
+                        // Past every key starting with the prefix.
+                        return Ok(Page::cut(&mut entries, max));
+                    }
+                    continue;
+                };
+                let common = delimiter.and_then(|d| {
+                    rest.find(d)
+                        .map(|i| format!("{prefix}{}", &rest[..i + d.len()]))
+                });
+                match common {
+                    Some(common) => {
+                        let listed = after.is_some_and(|a| common.as_str() <= a)
+                            || matches!(entries.last(), Some(Listed::Prefix(p)) if *p == common);
+                        if !listed {
+                            entries.push(Listed::Prefix(common.clone()));
+                        }
+                        within = Some(common);
+                    }
+                    None => {
+                        entries.push(Listed::Value { key, meta });
+                        within = None;
+                    }
                 }
-                Err(e) => return Err(e.into()),
+                if entries.len() > max {
+                    return Ok(Page::cut(&mut entries, max));
+                }
             }
-        };
-        self.as_served(roll_up(values, prefix, delimiter)).await
+            if !more {
+                return Ok(Page::cut(&mut entries, max));
+            }
+            if let Some(common) = within {
+                offset = Some(past(&common));
+            }
+        }
     }
 
     /// Listed sizes and versions as reads answer them: a v3 group's
@@ -154,6 +278,75 @@ mod tests {
                 Listed::Prefix(p) => format!("[{p}]"),
             })
             .collect()
+    }
+
+    /// Pages read from the store a batch at a time agree with the whole
+    /// listing rolled up and cut (the way listings were made when they
+    /// were gathered whole), for prefixes inside names, delimiters other
+    /// than `/`, rolled-up prefixes longer than a batch, and pages of
+    /// every size.
+    #[tokio::test]
+    async fn walked_pages_agree_with_the_whole_listing() {
+        use crate::service::{Limits, Recheck};
+        use crate::store::Store;
+        let store = Store::memory();
+        let mut stored: Vec<String> = ["a/zarr.json", "a/cx", "ab", "b/x", "a/c"]
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        for row in 0..2 {
+            for col in 0..150 {
+                stored.push(format!("a/c/{row}/{col}"));
+            }
+        }
+        for key in &stored {
+            let key = StoreKey::new(key).unwrap();
+            store.put(&key, bytes::Bytes::new()).await.unwrap();
+        }
+        stored.sort();
+        let limits = Limits {
+            in_memory: 1 << 20,
+            streamed: 1 << 20,
+        };
+        let service = Service::new(store, 1 << 20, Recheck::Never, limits);
+        for (prefix, delimiter) in [
+            ("a/c", None),
+            ("", None),
+            ("a/", Some("/1")),
+            ("a", Some("c/")),
+            ("a/c/1/", Some("9")),
+            ("zz", None),
+        ] {
+            let whole = roll_up(
+                stored.iter().map(|k| (k.clone(), meta())).collect(),
+                prefix,
+                delimiter,
+            );
+            for max in [1, 3, 40, 1000] {
+                let (mut got, mut after) = (Vec::new(), None::<String>);
+                loop {
+                    let page = service
+                        .list_page(prefix, delimiter, after.as_deref(), max)
+                        .await
+                        .unwrap();
+                    let want = Page::of(whole.clone(), after.as_deref(), max);
+                    assert_eq!(
+                        (keys(&page.entries), page.truncated),
+                        (keys(&want.entries), want.truncated),
+                        "{prefix:?} {delimiter:?} max {max} after {after:?}"
+                    );
+                    after = page.entries.last().map(|l| l.key().to_string());
+                    got.extend(page.entries);
+                    if !page.truncated {
+                        break;
+                    }
+                }
+                assert_eq!(keys(&got), keys(&whole), "{prefix:?} {delimiter:?}");
+            }
+        }
+        assert_eq!(before("a/c"), Some(format!("a/b{}", char::MAX)));
+        assert_eq!(before("\0"), None);
+        assert_eq!(before(""), None);
     }
 
     #[test]

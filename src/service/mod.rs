@@ -23,7 +23,7 @@ pub use cache::{Node, ZarrCache};
 pub use commit::Writing;
 pub use error::{ErrorKind, Result, ServiceError};
 pub use events::{Change, ChangeKind, Notice, WATCH_BUFFER};
-pub use listing::{Listed, MAX_LISTED};
+pub use listing::{Listed, Page};
 pub use ome::{Image, Level};
 pub use preview::{Preview, PreviewKind};
 pub use read::{Content, Data, ReadRequest, Residence};

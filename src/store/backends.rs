@@ -113,9 +113,8 @@ pub fn open_url(location: &str) -> Result<Store, StoreError> {
         with_prefix(inner, &url)
     };
     // Object stores put conditionally: writers use compare-and-swap.
-    Ok(Store::with_coordination(
-        inner,
-        location,
-        Coordination::CompareAndSwap,
-    ))
+    let mut store = Store::with_coordination(inner, location, Coordination::CompareAndSwap);
+    // S3 (general purpose buckets), GCS and Azure list in key order.
+    store.ordered_listing = true;
+    Ok(store)
 }

@@ -33,6 +33,7 @@ use object_store::{
     PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
 };
 
+use super::walk::{self, Walk};
 use super::INTERNAL_PREFIX;
 
 /// A location whose path passes through a symbolic link.
@@ -264,6 +265,25 @@ impl ConfinedDir {
     }
 }
 
+/// Files a walk reads at a time on the blocking pool.
+const LIST_BATCH: usize = 1000;
+
+/// What listings of a confined directory leave out: the server's folder
+/// at the root, uploads in progress, and names that are not UTF-8 (the
+/// walk leaves out links).
+struct WalkRules(Arc<ConfinedDir>);
+
+impl walk::Rules for WalkRules {
+    type Meta = ObjectMeta;
+    fn lists(&self, parent: &str, name: &str, dir: bool) -> bool {
+        !(parent.is_empty() && name == INTERNAL_PREFIX) && (dir || !upload_name(name))
+    }
+    fn meta(&self, path: &std::path::Path, _key: &str) -> Option<ObjectMeta> {
+        let meta = self.0.resolve(path)?;
+        Some(object_meta(self.0.location(path)?, &meta)).filter(|_| meta.is_file())
+    }
+}
+
 /// Size, ETag and modification time exactly as `LocalFileSystem` reports them.
 pub fn object_meta(location: Path, meta: &Metadata) -> ObjectMeta {
     let mtime = meta
@@ -395,6 +415,50 @@ impl ObjectStore for Confined {
         })
         .flatten()
         .boxed()
+    }
+
+    /// In key order, one batch of files at a time: a page of a listing
+    /// reads only as far as the page.
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        use futures::TryStreamExt;
+        let (dir, prefix, offset) = (self.0.clone(), prefix.cloned(), offset.to_string());
+        let start = async move {
+            tokio::task::spawn_blocking(move || {
+                let Some(start) = dir.list_dir_path(prefix.as_ref())? else {
+                    return Ok(None);
+                };
+                let key = match &prefix {
+                    Some(p) if !p.as_ref().is_empty() => format!("{p}/"),
+                    _ => String::new(),
+                };
+                Ok(Some(Walk::new(WalkRules(dir), start, key, Some(offset))))
+            })
+            .await
+            .map_err(generic)?
+        };
+        type Walking = Option<Walk<WalkRules>>;
+        futures::stream::once(start)
+            .map(|walk: object_store::Result<Walking>| {
+                let batches = futures::stream::try_unfold(walk?, |walk: Walking| async move {
+                    let Some(mut walk) = walk else {
+                        return Ok(None);
+                    };
+                    let (batch, walk) =
+                        tokio::task::spawn_blocking(move || (walk.next_batch(LIST_BATCH), walk))
+                            .await
+                            .map_err(generic)?;
+                    let more = (batch.len() == LIST_BATCH).then_some(walk);
+                    let batch = futures::stream::iter(batch.into_iter().map(Ok));
+                    Ok::<_, object_store::Error>(Some((batch, more)))
+                });
+                Ok::<_, object_store::Error>(batches.try_flatten())
+            })
+            .try_flatten()
+            .boxed()
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {

@@ -48,9 +48,6 @@ pub enum StoreError {
     /// A commit that conflicts with commits made to its branch meanwhile.
     #[error("{0}")]
     Diverged(String),
-    /// A listing would hold more values than it may.
-    #[error("more than {limit} values are below '{prefix}'")]
-    TooMany { prefix: String, limit: usize },
     #[error("store error on '{key}': {source}")]
     Backend {
         key: String,
@@ -101,10 +98,6 @@ impl StoreError {
             StoreError::BadReference(message) => StoreError::BadReference(message.clone()),
             StoreError::UnknownVersion(message) => StoreError::UnknownVersion(message.clone()),
             StoreError::Diverged(message) => StoreError::Diverged(message.clone()),
-            StoreError::TooMany { prefix, limit } => StoreError::TooMany {
-                prefix: prefix.clone(),
-                limit: *limit,
-            },
             StoreError::Backend { key: k, source } => StoreError::Backend {
                 key: key(k),
                 source: object_store::Error::Generic {

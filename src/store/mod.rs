@@ -9,12 +9,14 @@ mod get;
 mod icechunk_repo;
 mod icechunk_session;
 mod key;
+mod list;
 mod local;
 mod open_files;
 mod read_only;
 mod references;
 mod transaction;
 pub mod update;
+mod walk;
 mod zip;
 
 pub use confined::{Escape, NameTooLong, UploadName};
@@ -157,6 +159,9 @@ pub struct Store {
     /// Writes to its branches become commits (see [`Store::begin`]); not
     /// when mounted read-only.
     commits: bool,
+    /// Its backend lists in key order (directories, memory, S3, GCS and
+    /// Azure do), so a page of a listing stops at the page's end.
+    ordered_listing: bool,
 }
 
 /// The object_store path of a key: the key as it is, so that objects and
@@ -203,6 +208,7 @@ impl Store {
             local: None,
             repo: None,
             commits: false,
+            ordered_listing: false,
         }
     }
 
@@ -265,10 +271,12 @@ impl Store {
 
     /// An empty in-memory store.
     pub fn memory() -> Self {
-        Store::new(
+        let mut store = Store::new(
             Arc::new(object_store::memory::InMemory::new()),
             "memory://".to_string(),
-        )
+        );
+        store.ordered_listing = true;
+        store
     }
 
     /// A directory on the local file system, created if missing. Symbolic
@@ -290,6 +298,7 @@ impl Store {
             coordination,
         );
         store.local = Some(local::LocalReads::new(confined));
+        store.ordered_listing = true;
         Ok(store)
     }
 
@@ -505,96 +514,6 @@ impl Store {
         &self.inner
     }
 
-    /// Every key below `prefix` with its size.
-    pub async fn list_sizes(&self, prefix: &StoreKey) -> Result<Vec<(StoreKey, u64)>, StoreError> {
-        Ok(self
-            .list_metas(prefix, usize::MAX)
-            .await?
-            .into_iter()
-            .map(|(k, m)| (k, m.size))
-            .collect())
-    }
-
-    /// Every value below `prefix` with its metadata, sorted by key; at the
-    /// root, the mounts' values too (everything `/zarr/` serves). More than
-    /// `limit` values is [`StoreError::TooMany`], found before they are all held.
-    pub async fn list_values(
-        &self,
-        prefix: &StoreKey,
-        limit: usize,
-    ) -> Result<Vec<(StoreKey, KeyMeta)>, StoreError> {
-        let mut values = self.list_metas(prefix, limit).await?;
-        if prefix.is_root() {
-            for (name, _) in self.mounts.iter() {
-                let left = limit.saturating_sub(values.len());
-                let below = self.list_metas(&StoreKey::new(name)?, left).await;
-                values.extend(below.map_err(|e| match e {
-                    StoreError::TooMany { .. } => StoreError::TooMany {
-                        prefix: String::new(),
-                        limit,
-                    },
-                    e => e,
-                })?);
-            }
-        }
-        values.sort_by(|a, b| a.0.cmp(&b.0));
-        Ok(values)
-    }
-
-    async fn list_metas(
-        &self,
-        prefix: &StoreKey,
-        limit: usize,
-    ) -> Result<Vec<(StoreKey, KeyMeta)>, StoreError> {
-        if let Some((m, k)) = self.mount_for(prefix) {
-            let name = prefix.as_str().split('/').next().unwrap_or("");
-            // A version's keys come back below its folder in the mount.
-            let folder = name
-                .split_once('@')
-                .map(|(_, v)| format!("{}/{v}/", icechunk_repo::VERSION_FOLDER));
-            let inner = Box::pin(m.list_metas(&k, limit))
-                .await
-                .map_err(|e| match e {
-                    StoreError::TooMany { limit, .. } => StoreError::TooMany {
-                        prefix: prefix.to_string(),
-                        limit,
-                    },
-                    e => e,
-                })?;
-            return Ok(inner
-                .into_iter()
-                .filter_map(|(key, meta)| {
-                    let key = match &folder {
-                        Some(f) => key.as_str().strip_prefix(f.as_str())?,
-                        None => key.as_str(),
-                    };
-                    StoreKey::new(name).ok()?.join(key).ok().map(|k| (k, meta))
-                })
-                .collect());
-        }
-        reserved(prefix)?;
-        let path = (!prefix.is_root()).then(|| self.path(prefix));
-        let mut listed = self.inner.list(path.as_ref());
-        let mut values = Vec::new();
-        while let Some(m) = listed
-            .try_next()
-            .await
-            .map_err(|e| StoreError::from_backend(prefix, e))?
-        {
-            let Some(key) = key_of(&m.location).filter(|k| !is_internal(k.as_str())) else {
-                continue;
-            };
-            if values.len() == limit {
-                return Err(StoreError::TooMany {
-                    prefix: prefix.to_string(),
-                    limit,
-                });
-            }
-            values.push((key, key_meta(&m)));
-        }
-        Ok(values)
-    }
-
     /// Store a value atomically (readers see the old or the new value, never a mix).
     pub async fn put(&self, key: &StoreKey, value: Bytes) -> Result<Version, StoreError> {
         self.put_with(key, value, PutCondition::Overwrite).await
@@ -644,66 +563,6 @@ impl Store {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(StoreError::from_backend(&key, e)),
         }
-    }
-
-    /// Every key below `prefix` (recursively), as full keys, sorted.
-    pub async fn list_recursive(&self, prefix: &StoreKey) -> Result<Vec<StoreKey>, StoreError> {
-        let mut keys: Vec<StoreKey> = self
-            .list_sizes(prefix)
-            .await?
-            .into_iter()
-            .map(|(key, _)| key)
-            .collect();
-        keys.sort();
-        Ok(keys)
-    }
-
-    /// One level below `prefix`: the keys and sub-prefixes there, as relative names.
-    pub async fn list_dir(&self, prefix: &StoreKey) -> Result<Listing, StoreError> {
-        let level = self.list_dir_values(prefix).await?;
-        Ok(Listing {
-            keys: level.values.into_iter().map(|(name, _)| name).collect(),
-            prefixes: level.prefixes,
-        })
-    }
-
-    /// One level below `prefix`, with each value's metadata; sorted by name.
-    pub async fn list_dir_values(&self, prefix: &StoreKey) -> Result<DirValues, StoreError> {
-        let (store, inner) = self.route(prefix)?;
-        let path = (!inner.is_root()).then(|| store.path(&inner));
-        let result = store
-            .inner
-            .list_with_delimiter(path.as_ref())
-            .await
-            .map_err(|e| StoreError::from_backend(prefix, e))?;
-        let strip = |p: &Path| -> Option<String> {
-            let full = key_of(p)?;
-            let rel = if inner.is_root() {
-                full.as_str()
-            } else {
-                full.as_str()
-                    .strip_prefix(inner.as_str())?
-                    .strip_prefix('/')?
-            };
-            (!rel.is_empty() && !is_internal(full.as_str())).then(|| rel.to_string())
-        };
-        let mut listing = DirValues {
-            values: result
-                .objects
-                .iter()
-                .filter_map(|m| strip(&m.location).map(|name| (name, key_meta(m))))
-                .collect(),
-            prefixes: result.common_prefixes.iter().filter_map(strip).collect(),
-        };
-        if prefix.is_root() {
-            listing
-                .prefixes
-                .extend(self.mounts.iter().map(|(name, _)| name.clone()));
-        }
-        listing.values.sort_by(|a, b| a.0.cmp(&b.0));
-        listing.prefixes.sort();
-        listing.prefixes.dedup();
-        Ok(listing)
     }
 
     /// Delete every key below `prefix` (and `prefix` itself if it is a key).

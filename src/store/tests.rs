@@ -56,6 +56,7 @@ async fn conformance(store: Store) {
     );
     let all = store.list_recursive(&k("a")).await.unwrap();
     assert_eq!(all, vec![k("a/b"), k("a/c/d")]);
+    pages_conform(&store).await;
 
     // Create-only puts refuse an existing key.
     let err = store
@@ -698,6 +699,69 @@ async fn reads_conform(store: &Store, lacks: Lacks) {
     }
 }
 
+/// Pages of a listing: keys in byte order of whole keys, strictly after
+/// the offset (a key, a folder, or anything between), at most the limit,
+/// whatever order the backend lists in.
+async fn pages_conform(store: &Store) {
+    let k = |s: &str| StoreKey::new(s).unwrap();
+    // `p/a.b` sorts before `p/a/x` ('.' < '/'), `p/a0` after.
+    let keys = [
+        "p/a.b",
+        "p/a/x",
+        "p/a/y/z",
+        "p/a0",
+        "p/b",
+        "p/c/d/e/f",
+        "p/c/d0",
+    ];
+    for (i, key) in keys.iter().enumerate() {
+        let value = Bytes::from(vec![b'v'; i + 1]);
+        store.put(&k(key), value).await.unwrap();
+    }
+    let page = |offset: Option<String>, limit: usize| async move {
+        let page = store.list_page(&k("p"), offset.as_deref(), limit).await;
+        let page = page.unwrap();
+        assert!(page.len() <= limit);
+        for (key, meta) in &page {
+            let i = keys.iter().position(|k| *k == key.as_str()).unwrap();
+            assert_eq!(meta.size, i as u64 + 1, "{key}'s size");
+        }
+        page.into_iter()
+            .map(|(key, _)| key.to_string())
+            .collect::<Vec<_>>()
+    };
+    for limit in [1, 2, 3, 7, 100] {
+        let (mut got, mut offset) = (Vec::new(), None);
+        loop {
+            let next = page(offset, limit).await;
+            let end = next.len() < limit;
+            offset = next.last().cloned();
+            got.extend(next);
+            if end {
+                break;
+            }
+        }
+        assert_eq!(got, keys, "pages of {limit}");
+    }
+    for (offset, from) in [
+        ("p/a/", 1),
+        ("p/a/xx", 2),
+        ("p/a/z", 3),
+        ("p/c/", 5),
+        ("p/c/d/e/g", 6),
+        ("p/", 0),
+        ("o", 0),
+        ("q", 7),
+    ] {
+        let got = page(Some(offset.to_string()), 100).await;
+        assert_eq!(got, keys[from..], "after {offset}");
+    }
+    assert!(page(None, 0).await.is_empty());
+    for key in keys {
+        store.delete(&k(key)).await.unwrap();
+    }
+}
+
 async fn filled(store: Store) -> Store {
     let k = |s: &str| StoreKey::new(s).unwrap();
     store
@@ -739,6 +803,25 @@ async fn read_only_mounts_read_conform() {
         mounted.get(&k("m/__zarrd/locks/x")).await,
         Err(StoreError::InvalidKey { .. })
     ));
+    // Pages at the root take in the mounts' keys, in order.
+    mounted.put(&k("l"), Bytes::new()).await.unwrap();
+    mounted.put(&k("n"), Bytes::new()).await.unwrap();
+    let page = |offset: Option<&'static str>, limit: usize| {
+        let mounted = mounted.clone();
+        async move {
+            let page = mounted.list_page(&StoreKey::root(), offset, limit).await;
+            page.unwrap()
+                .into_iter()
+                .map(|(key, _)| key.to_string())
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(page(None, 10).await, ["l", "m/a/b", "m/a/c/d", "n"]);
+    assert_eq!(page(None, 2).await, ["l", "m/a/b"]);
+    assert_eq!(page(Some("m/a/b"), 2).await, ["m/a/c/d", "n"]);
+    assert_eq!(page(Some("m0"), 10).await, ["n"]);
+    let below = mounted.list_page(&k("m/a"), Some("m/a/b"), 10).await;
+    assert_eq!(below.unwrap()[0].0.as_str(), "m/a/c/d");
 }
 
 /// A zip file with stored (uncompressed) entries, as zarr-python's ZipStore

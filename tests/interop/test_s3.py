@@ -105,6 +105,42 @@ def test_boto3_lists_every_key_page_by_page(server):
     assert v1["IsTruncated"] and len(v1["Contents"]) == 3
 
 
+def test_boto3_pages_through_more_keys_than_a_listing_held_whole(tmp_path):
+    # 100,001 chunk files (empty: no data blocks), nested as v3 chunk keys,
+    # listed without a delimiter in pages of 1000 and with one other than
+    # `/`: each page holds one page, so there is no limit on the count.
+    rows, cols = 317, 316
+    chunks = tmp_path / "big.zarr" / "c"
+    for i in range(rows):
+        row = chunks / str(i)
+        row.mkdir(parents=True)
+        for j in range(cols):
+            (row / str(j)).touch()
+    (chunks / "0" / "x").touch()
+    assert rows * cols + 1 == 100_173
+    url, proc = start_zarrd(tmp_path)
+    try:
+        s3 = client(url)
+        pages = s3.get_paginator("list_objects_v2").paginate(Bucket="zarr", Prefix="big.zarr/c/")
+        listed, count = [], 0
+        for page in pages:
+            count += 1
+            listed.extend(o["Key"] for o in page.get("Contents", []))
+        want = sorted([f"big.zarr/c/{i}/{j}" for i in range(rows) for j in range(cols)] + ["big.zarr/c/0/x"])
+        assert listed == want and count == 101
+        # Rolled up at `/1`: each row's keys starting with 1 are one
+        # prefix, listed once however the pages fall.
+        pages = s3.get_paginator("list_objects_v2").paginate(Bucket="zarr", Prefix="big.zarr/c/", Delimiter="/1")
+        keys, prefixes = [], []
+        for page in pages:
+            keys.extend(o["Key"] for o in page.get("Contents", []))
+            prefixes.extend(p["Prefix"] for p in page.get("CommonPrefixes", []))
+        assert sorted(prefixes) == sorted(f"big.zarr/c/{i}/1" for i in range(rows))
+        assert keys == [k for k in want if "/1" not in k[len("big.zarr/c/"):]]
+    finally:
+        stop(proc)
+
+
 def test_boto3_reads_objects_ranges_and_conditionals(server):
     s3 = client(server)
     key = "v3.zarr/dtype_i2/zarr.json"

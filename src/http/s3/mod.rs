@@ -136,12 +136,16 @@ pub async fn get_bucket(
         )));
     }
     let query = list::ListQuery::parse(&pairs)?;
-    let listed = state
+    let page = state
         .service
-        .list_values(&query.prefix, query.delimiter.as_deref())
+        .list_page(
+            &query.prefix,
+            query.delimiter.as_deref(),
+            query.after.as_deref(),
+            query.max_keys,
+        )
         .await?;
-    let (entries, truncated) = list::page(&listed, &query);
-    Ok(xml(list::render(&query, entries, truncated)))
+    Ok(xml(list::render(&query, &page.entries, page.truncated)))
 }
 
 /// `HEAD /s3/{bucket}`: HeadBucket.

@@ -1,0 +1,202 @@
+//! A walk of a directory tree in key order, resumable after any key: what
+//! an object store's listing with a start-after offset gives, so a listing
+//! of any size can be paged holding one page (and one directory's names
+//! per level) at a time.
+//!
+//! Key order is byte order of whole keys. Ordering each directory's
+//! entries by name, with a `/` after directory names, gives it: sibling
+//! sort keys are never prefixes of each other in a way that matters (a
+//! directory's ends in `/`, which no name holds), so every key below one
+//! entry sorts before every key below the next.
+
+use std::path::{Path, PathBuf};
+
+/// One name in a directory: a file, or a directory to descend into.
+struct Entry {
+    name: String,
+    dir: bool,
+}
+
+impl Entry {
+    /// The key (for a directory: the prefix of every key) below `parent`.
+    fn key(&self, parent: &str) -> String {
+        if self.dir {
+            format!("{parent}{}/", self.name)
+        } else {
+            format!("{parent}{}", self.name)
+        }
+    }
+}
+
+/// One directory on the way down, with the entries still to visit.
+struct Level {
+    dir: PathBuf,
+    /// The prefix of the keys of its entries (`a/b/`; empty at the root).
+    key: String,
+    entries: Vec<Entry>,
+    next: usize,
+}
+
+/// Which directory entries a walk leaves out, and how it reads a file's
+/// metadata: the store's rules.
+pub trait Rules {
+    type Meta;
+    /// Whether `name` in the directory holding keys `parent` is listed at
+    /// all (a reserved folder, an upload in progress).
+    fn lists(&self, parent: &str, name: &str, dir: bool) -> bool;
+    /// The file's metadata, `None` when it is gone or not to be listed.
+    fn meta(&self, path: &Path, key: &str) -> Option<Self::Meta>;
+}
+
+/// Files below a directory in key order, after an offset.
+pub struct Walk<R> {
+    rules: R,
+    stack: Vec<Level>,
+    offset: Option<String>,
+}
+
+impl<R: Rules> Walk<R> {
+    /// A walk of `dir`, whose keys start with `key` (`a/b/`, or empty),
+    /// listing only keys after `offset`. Blocking.
+    pub fn new(rules: R, dir: PathBuf, key: String, offset: Option<String>) -> Self {
+        let mut walk = Walk {
+            rules,
+            stack: Vec::new(),
+            offset,
+        };
+        walk.enter(dir, key);
+        walk
+    }
+
+    /// Read a directory's entries in key order, skipping those whose keys
+    /// all come at or before the offset.
+    fn enter(&mut self, dir: PathBuf, key: String) {
+        let Ok(read) = std::fs::read_dir(&dir) else {
+            return;
+        };
+        let mut entries: Vec<Entry> = read
+            .flatten()
+            .filter_map(|e| {
+                let kind = e.file_type().ok()?;
+                // Links are not followed, and nothing else is a value.
+                let dir = match (kind.is_dir(), kind.is_file()) {
+                    (true, _) => true,
+                    (_, true) => false,
+                    _ => return None,
+                };
+                let name = e.file_name().into_string().ok()?;
+                self.rules
+                    .lists(&key, &name, dir)
+                    .then_some(Entry { name, dir })
+            })
+            .collect();
+        entries.sort_by_cached_key(|e| e.key(""));
+        let next = match &self.offset {
+            Some(offset) => entries.partition_point(|e| {
+                let k = e.key(&key);
+                // Every key of this entry is at or before the offset.
+                if e.dir {
+                    !offset.starts_with(&k) && offset.as_str() > k.as_str()
+                } else {
+                    offset.as_str() >= k.as_str()
+                }
+            }),
+            None => 0,
+        };
+        self.stack.push(Level {
+            dir,
+            key,
+            entries,
+            next,
+        });
+    }
+
+    /// Up to `n` more files, in key order; fewer only at the end. Blocking.
+    pub fn next_batch(&mut self, n: usize) -> Vec<R::Meta> {
+        let mut out = Vec::new();
+        while out.len() < n {
+            let Some(level) = self.stack.last_mut() else {
+                break;
+            };
+            let Some(entry) = level.entries.get(level.next) else {
+                self.stack.pop();
+                continue;
+            };
+            level.next += 1;
+            let (path, key) = (level.dir.join(&entry.name), entry.key(&level.key));
+            if entry.dir {
+                self.enter(path, key);
+            } else if let Some(meta) = self.rules.meta(&path, &key) {
+                out.push(meta);
+            }
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct All;
+    impl Rules for All {
+        type Meta = String;
+        fn lists(&self, _: &str, _: &str, _: bool) -> bool {
+            true
+        }
+        fn meta(&self, _: &Path, key: &str) -> Option<String> {
+            Some(key.to_string())
+        }
+    }
+
+    #[test]
+    fn walks_in_byte_order_of_whole_keys_from_any_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        // `a.b` sorts before `a/x` ('.' < '/'), `a0` after.
+        let keys = ["a.b", "a/x", "a/y/z", "a0", "b", "c/d/e/f", "c/d0"];
+        for k in keys {
+            let path = dir.path().join(k);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, b"").unwrap();
+        }
+        std::fs::create_dir_all(dir.path().join("empty/deeper")).unwrap();
+        let all = |offset: Option<&str>, batch: usize| {
+            let mut walk = Walk::new(
+                All,
+                dir.path().to_path_buf(),
+                String::new(),
+                offset.map(str::to_string),
+            );
+            let mut got = Vec::new();
+            loop {
+                let b = walk.next_batch(batch);
+                assert!(b.len() <= batch);
+                if b.is_empty() {
+                    return got;
+                }
+                got.extend(b);
+            }
+        };
+        assert_eq!(all(None, 1000), keys);
+        assert_eq!(all(None, 1), keys);
+        // Offsets that are keys, between keys, folder prefixes, and past all.
+        for (i, offset) in keys.iter().enumerate() {
+            assert_eq!(all(Some(offset), 2), keys[i + 1..], "after {offset}");
+        }
+        assert_eq!(all(Some("a/"), 3), keys[1..]);
+        assert_eq!(all(Some("a/xx"), 3), keys[2..]);
+        assert_eq!(all(Some("a/z"), 3), keys[3..]);
+        assert_eq!(all(Some("c/"), 3), keys[5..]);
+        assert_eq!(all(Some("c/d/e/g"), 3), keys[6..]);
+        assert_eq!(all(Some(""), 3), keys);
+        assert!(all(Some("d"), 3).is_empty());
+        // Below a folder, keys carry its prefix.
+        let mut walk = Walk::new(
+            All,
+            dir.path().join("c"),
+            "c/".to_string(),
+            Some("c/d/e/f".to_string()),
+        );
+        assert_eq!(walk.next_batch(10), ["c/d0"]);
+    }
+}
