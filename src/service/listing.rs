@@ -45,14 +45,19 @@ impl Page {
 }
 
 /// An offset below every key that starts with `prefix` and above as many
-/// others as it can be (a listing after it starts at the prefix's keys).
+/// others as it can be (a listing after it starts at the prefix's keys),
+/// that the store can take as a path.
 fn before(prefix: &str) -> Option<String> {
     let mut chars = prefix.chars();
     let last = chars.next_back()?;
     let head = chars.as_str();
     match (last as u32).checked_sub(1).and_then(char::from_u32) {
-        Some(c) => Some(format!("{head}{c}{}", char::MAX)),
-        None => (!head.is_empty()).then(|| head.to_string()),
+        // No key holds an empty segment, so none lies between this and
+        // `head/` followed by anything.
+        Some('/') => Some(format!("{head}.{}", char::MAX)),
+        Some(c) if !c.is_control() => Some(format!("{head}{c}{}", char::MAX)),
+        // No key holds a control character.
+        _ => (!head.is_empty()).then(|| head.to_string()),
     }
 }
 
@@ -353,6 +358,8 @@ mod tests {
             }
         }
         assert_eq!(before("a/c"), Some(format!("a/b{}", char::MAX)));
+        assert_eq!(before("x/0"), Some(format!("x/.{}", char::MAX)));
+        assert_eq!(before("a "), Some("a".to_string()));
         assert_eq!(before("\0"), None);
         assert_eq!(before(""), None);
     }

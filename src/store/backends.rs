@@ -114,7 +114,33 @@ pub fn open_url(location: &str) -> Result<Store, StoreError> {
     };
     // Object stores put conditionally: writers use compare-and-swap.
     let mut store = Store::with_coordination(inner, location, Coordination::CompareAndSwap);
-    // S3 (general purpose buckets), GCS and Azure list in key order.
-    store.ordered_listing = true;
+    store.ordered_listing = lists_in_key_order(&url);
     Ok(store)
+}
+
+/// Whether the bucket lists in key order: S3's general purpose buckets,
+/// GCS and Azure do; S3 Express directory buckets do not.
+fn lists_in_key_order(url: &Url) -> bool {
+    if !matches!(url.scheme(), "s3" | "s3a") {
+        return true;
+    }
+    let express = object_store::aws::AmazonS3Builder::from_env()
+        .with_url(&url[..url::Position::BeforePath])
+        .get_config_value(&object_store::aws::AmazonS3ConfigKey::S3Express);
+    let directory_bucket = url.host_str().is_some_and(|b| b.ends_with("--x-s3"));
+    express.as_deref() != Some("true") && !directory_bucket
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn directory_buckets_are_not_taken_to_list_in_key_order() {
+        let ordered = |url: &str| lists_in_key_order(&Url::parse(url).unwrap());
+        assert!(ordered("s3://bucket/prefix"));
+        assert!(ordered("gs://bucket/prefix"));
+        assert!(ordered("az://container/prefix"));
+        assert!(!ordered("s3://data--usw2-az1--x-s3/prefix"));
+    }
 }

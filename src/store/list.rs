@@ -76,13 +76,13 @@ impl Store {
             return Ok(from_mount(name, folder.as_deref(), inner));
         }
         let mut values = self.list_page_here(prefix, offset, limit).await?;
-        if prefix.is_root() {
+        if prefix.is_root() && !self.mounts.is_empty() {
+            // Each source's first `limit` hold the first `limit` of all.
             for (name, _) in self.mounts.iter() {
                 let name = StoreKey::new(name)?;
                 values.extend(Box::pin(self.list_page(&name, offset, limit)).await?);
             }
             values.sort_by(|a, b| a.0.cmp(&b.0));
-            values.dedup_by(|a, b| a.0 == b.0);
             values.truncate(limit);
         }
         Ok(values)
@@ -97,14 +97,23 @@ impl Store {
     ) -> Result<Vec<(StoreKey, KeyMeta)>, StoreError> {
         reserved(prefix)?;
         let path = (!prefix.is_root()).then(|| self.path(prefix));
-        // Always with an offset, which keeps ordered backends in order (an
-        // offset the backend cannot take as a path is applied here).
-        let from = offset.and_then(|o| Path::parse(o).ok()).unwrap_or_default();
+        // Always with an offset, which keeps ordered backends in order.
+        let from = offset.map(path_at_or_below).unwrap_or_default();
         let listed = self.inner.list_with_offset(path.as_ref(), &from);
         let mut listed = std::pin::pin!(listed);
+        // Keys under a mount's name are the mount's, not this store's.
+        let shadowed = |key: &str| {
+            prefix.is_root()
+                && self.mounts.iter().any(|(name, _)| {
+                    key.strip_prefix(name.as_str())
+                        .is_some_and(|rest| rest.starts_with('/'))
+                })
+        };
         // The first `limit` keys, largest on top: what a store listing in no
         // particular order gives is sifted through it.
         let mut first = BinaryHeap::with_capacity(limit + 1);
+        let mut ordered = self.ordered_listing;
+        let mut last: Option<StoreKey> = None;
         while let Some(m) = listed
             .try_next()
             .await
@@ -113,14 +122,19 @@ impl Store {
             let Some(key) = key_of(&m.location).filter(|k| !is_internal(k.as_str())) else {
                 continue;
             };
-            if offset.is_some_and(|o| key.as_str() <= o) {
+            if offset.is_some_and(|o| key.as_str() <= o) || shadowed(key.as_str()) {
                 continue;
             }
+            // A backend said to list in order that does not is read whole.
+            if last.as_ref().is_some_and(|l| l.as_str() > key.as_str()) {
+                ordered = false;
+            }
+            last = Some(key.clone());
             first.push(ByKey(key, key_meta(&m)));
             if first.len() > limit {
                 first.pop();
             }
-            if self.ordered_listing && first.len() == limit {
+            if ordered && first.len() == limit {
                 break;
             }
         }
@@ -212,6 +226,25 @@ impl Store {
         listing.prefixes.sort();
         listing.prefixes.dedup();
         Ok(listing)
+    }
+}
+
+/// The path nearest `offset` at or below it: an offset that is no valid
+/// path (an empty or `.` segment, a control character) is cut at a `/`
+/// until it is one, and a path `parse` would raise (a leading `/` dropped)
+/// is not taken. Keys between it and the offset are skipped by the caller.
+fn path_at_or_below(offset: &str) -> Path {
+    let mut cut = offset;
+    loop {
+        if let Ok(path) = Path::parse(cut) {
+            if path.as_ref() <= offset {
+                return path;
+            }
+        }
+        match cut.rfind('/') {
+            Some(i) => cut = &cut[..i],
+            None => return Path::default(),
+        }
     }
 }
 

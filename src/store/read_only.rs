@@ -102,6 +102,16 @@ impl ObjectStore for ReadOnly {
         self.inner.list(prefix)
     }
 
+    // Forwarded, not left to the default (a filtered `list`): the inner
+    // store may list in key order from the offset, which pages rely on.
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        self.inner.list_with_offset(prefix, offset)
+    }
+
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
         self.inner.list_with_delimiter(prefix).await
     }

@@ -752,6 +752,10 @@ async fn pages_conform(store: &Store) {
         ("p/", 0),
         ("o", 0),
         ("q", 7),
+        // Offsets that are no valid path, or one `parse` would raise.
+        ("/x", 0),
+        ("p//x", 0),
+        ("p/a/./x", 1),
     ] {
         let got = page(Some(offset.to_string()), 100).await;
         assert_eq!(got, keys[from..], "after {offset}");
@@ -822,6 +826,52 @@ async fn read_only_mounts_read_conform() {
     assert_eq!(page(Some("m0"), 10).await, ["n"]);
     let below = mounted.list_page(&k("m/a"), Some("m/a/b"), 10).await;
     assert_eq!(below.unwrap()[0].0.as_str(), "m/a/c/d");
+}
+
+#[tokio::test]
+async fn read_only_directory_mounts_page_in_order() {
+    let k = |s: &str| StoreKey::new(s).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let mut want = Vec::new();
+    for row in 0..12 {
+        for col in 0..12 {
+            let path = dir.path().join(format!("arr/c/{row}/{col}"));
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(path, b"").unwrap();
+            want.push(format!("ro/arr/c/{row}/{col}"));
+        }
+    }
+    want.sort();
+    let root = Store::memory();
+    // A key of the root under the mount's name is hidden by the mount.
+    root.put(&k("ro/shadow"), Bytes::new()).await.unwrap();
+    root.put(&k("z"), Bytes::new()).await.unwrap();
+    let store = Store::local(dir.path()).unwrap();
+    let mounted = Store::with_mounts(root, vec![("ro".into(), store, true)]).unwrap();
+    for (prefix, limit) in [("", 1), ("", 5), ("ro", 7), ("ro/arr/c", 13)] {
+        let (mut got, mut offset) = (Vec::<String>::new(), None);
+        loop {
+            let page = mounted
+                .list_page(&k(prefix), offset.as_deref(), limit)
+                .await;
+            let page: Vec<String> = page
+                .unwrap()
+                .into_iter()
+                .map(|(key, _)| key.to_string())
+                .collect();
+            let end = page.len() < limit;
+            offset = page.last().cloned();
+            got.extend(page);
+            if end {
+                break;
+            }
+        }
+        let mut want = want.clone();
+        if prefix.is_empty() {
+            want.push("z".to_string());
+        }
+        assert_eq!(got, want, "{prefix:?} in pages of {limit}");
+    }
 }
 
 /// A zip file with stored (uncompressed) entries, as zarr-python's ZipStore
