@@ -65,6 +65,8 @@ pub struct ConfinedDir {
     root_dir: File,
     /// Files kept open for reads; every write here forgets what it replaces.
     pub(super) open_files: super::open_files::OpenFiles,
+    /// Large folders' sorted entries, for listings paged through them.
+    folders: walk::Folders,
 }
 
 impl std::fmt::Display for ConfinedDir {
@@ -92,6 +94,7 @@ impl ConfinedDir {
             root,
             root_dir,
             open_files: Default::default(),
+            folders: Default::default(),
         })
     }
 
@@ -275,6 +278,9 @@ struct WalkRules(Arc<ConfinedDir>);
 
 impl walk::Rules for WalkRules {
     type Meta = ObjectMeta;
+    fn folders(&self) -> &walk::Folders {
+        &self.0.folders
+    }
     fn lists(&self, parent: &str, name: &str, dir: bool) -> bool {
         !(parent.is_empty() && name == INTERNAL_PREFIX) && (dir || !upload_name(name))
     }

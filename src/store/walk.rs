@@ -9,7 +9,10 @@
 //! directory's ends in `/`, which no name holds), so every key below one
 //! entry sorts before every key below the next.
 
+use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
 
 /// One name in a directory: a file, or a directory to descend into.
 struct Entry {
@@ -33,14 +36,84 @@ struct Level {
     dir: PathBuf,
     /// The prefix of the keys of its entries (`a/b/`; empty at the root).
     key: String,
-    entries: Vec<Entry>,
+    entries: Arc<[Entry]>,
     next: usize,
+}
+
+/// Folders with at least this many entries are kept sorted between pages.
+const KEPT_MIN: usize = 4096;
+/// Entries of all kept folders together (about 50 MB of names).
+const KEPT_MAX: usize = 1 << 20;
+/// How long a kept folder is trusted while its modification time stays
+/// (file systems whose times are coarse would otherwise hide a change).
+const KEPT_FOR: Duration = Duration::from_secs(30);
+
+/// Large folders' entries, sorted, kept while the folder's modification
+/// time says nothing was added, removed or renamed in it: paging through
+/// a folder of a million chunks reads and sorts it once, not once a page.
+#[derive(Default)]
+pub struct Folders {
+    kept: Mutex<VecDeque<Kept>>,
+}
+
+struct Kept {
+    dir: PathBuf,
+    modified: SystemTime,
+    read_at: Instant,
+    entries: Arc<[Entry]>,
+}
+
+impl std::fmt::Debug for Folders {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Folders")
+    }
+}
+
+impl Folders {
+    /// `dir`'s entries in key order: kept ones, or `read` and sorted.
+    fn sorted(
+        &self,
+        dir: &Path,
+        read: impl FnOnce() -> Option<Vec<Entry>>,
+    ) -> Option<Arc<[Entry]>> {
+        // Taken before the read: a change after it makes the kept entries
+        // look stale, never current.
+        let modified = std::fs::metadata(dir).and_then(|m| m.modified()).ok();
+        let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(k) = kept.iter().find(|k| {
+            k.dir == dir && Some(k.modified) == modified && k.read_at.elapsed() < KEPT_FOR
+        }) {
+            return Some(k.entries.clone());
+        }
+        drop(kept);
+        let mut entries = read()?;
+        entries.sort_by_cached_key(|e| e.key(""));
+        let entries: Arc<[Entry]> = entries.into();
+        if let (Some(modified), KEPT_MIN..=KEPT_MAX) = (modified, entries.len()) {
+            let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+            kept.retain(|k| k.dir != dir);
+            kept.push_front(Kept {
+                dir: dir.to_path_buf(),
+                modified,
+                read_at: Instant::now(),
+                entries: entries.clone(),
+            });
+            let mut total = 0;
+            kept.retain(|k| {
+                total += k.entries.len();
+                total <= KEPT_MAX
+            });
+        }
+        Some(entries)
+    }
 }
 
 /// Which directory entries a walk leaves out, and how it reads a file's
 /// metadata: the store's rules.
 pub trait Rules {
     type Meta;
+    /// Where the store keeps large folders' sorted entries.
+    fn folders(&self) -> &Folders;
     /// Whether `name` in the directory holding keys `parent` is listed at
     /// all (a reserved folder, an upload in progress).
     fn lists(&self, parent: &str, name: &str, dir: bool) -> bool;
@@ -71,12 +144,9 @@ impl<R: Rules> Walk<R> {
     /// Read a directory's entries in key order, skipping those whose keys
     /// all come at or before the offset.
     fn enter(&mut self, dir: PathBuf, key: String) {
-        let Ok(read) = std::fs::read_dir(&dir) else {
-            return;
-        };
-        let mut entries: Vec<Entry> = read
-            .flatten()
-            .filter_map(|e| {
+        let read = || {
+            let read = std::fs::read_dir(&dir).ok()?;
+            let entries = read.flatten().filter_map(|e| {
                 let kind = e.file_type().ok()?;
                 // Links are not followed, and nothing else is a value.
                 let dir = match (kind.is_dir(), kind.is_file()) {
@@ -88,9 +158,12 @@ impl<R: Rules> Walk<R> {
                 self.rules
                     .lists(&key, &name, dir)
                     .then_some(Entry { name, dir })
-            })
-            .collect();
-        entries.sort_by_cached_key(|e| e.key(""));
+            });
+            Some(entries.collect())
+        };
+        let Some(entries) = self.rules.folders().sorted(&dir, read) else {
+            return;
+        };
         let next = match &self.offset {
             Some(offset) => entries.partition_point(|e| {
                 let k = e.key(&key);
@@ -138,9 +211,13 @@ impl<R: Rules> Walk<R> {
 mod tests {
     use super::*;
 
-    struct All;
+    #[derive(Default, Clone)]
+    struct All(Arc<Folders>);
     impl Rules for All {
         type Meta = String;
+        fn folders(&self) -> &Folders {
+            &self.0
+        }
         fn lists(&self, _: &str, _: &str, _: bool) -> bool {
             true
         }
@@ -162,7 +239,7 @@ mod tests {
         std::fs::create_dir_all(dir.path().join("empty/deeper")).unwrap();
         let all = |offset: Option<&str>, batch: usize| {
             let mut walk = Walk::new(
-                All,
+                All::default(),
                 dir.path().to_path_buf(),
                 String::new(),
                 offset.map(str::to_string),
@@ -192,11 +269,36 @@ mod tests {
         assert!(all(Some("d"), 3).is_empty());
         // Below a folder, keys carry its prefix.
         let mut walk = Walk::new(
-            All,
+            All::default(),
             dir.path().join("c"),
             "c/".to_string(),
             Some("c/d/e/f".to_string()),
         );
         assert_eq!(walk.next_batch(10), ["c/d0"]);
+    }
+
+    #[test]
+    fn large_folders_are_read_once_while_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..KEPT_MIN {
+            std::fs::write(dir.path().join(format!("{i:05}")), b"").unwrap();
+        }
+        let rules = All::default();
+        let count = || {
+            let root = dir.path().to_path_buf();
+            let mut walk = Walk::new(rules.clone(), root, String::new(), None);
+            walk.next_batch(usize::MAX).len()
+        };
+        assert_eq!(count(), KEPT_MIN);
+        // A file added with the folder's time put back is not seen: the
+        // sorted entries were kept...
+        let folder = std::fs::File::open(dir.path()).unwrap();
+        let modified = folder.metadata().unwrap().modified().unwrap();
+        std::fs::write(dir.path().join("new"), b"").unwrap();
+        folder.set_modified(modified).unwrap();
+        assert_eq!(count(), KEPT_MIN);
+        // ...until the folder's time says it changed.
+        std::fs::write(dir.path().join("newer"), b"").unwrap();
+        assert_eq!(count(), KEPT_MIN + 2);
     }
 }
