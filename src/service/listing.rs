@@ -3,7 +3,7 @@
 //! object-store view of the hierarchy.
 
 use super::{Result, Service};
-use crate::store::{KeyMeta, StoreError, StoreKey};
+use crate::store::{KeyMeta, LevelEntry, StoreError, StoreKey};
 
 /// Values one store call lists at a time beyond a page's own keys.
 const BATCH_MIN: usize = 100;
@@ -25,13 +25,6 @@ pub struct Page {
 }
 
 impl Page {
-    /// The entries of a whole listing after `after`, at most `max`.
-    fn of(listed: Vec<Listed>, after: Option<&str>, max: usize) -> Page {
-        let start = after.map_or(0, |a| listed.partition_point(|l| l.key() <= a));
-        let mut entries: Vec<Listed> = listed.into_iter().skip(start).collect();
-        Page::cut(&mut entries, max)
-    }
-
     /// A page of the first `max` of `entries` (more: truncated). A page
     /// of no keys asked for says nothing of what follows, as S3's does.
     fn cut(entries: &mut Vec<Listed>, max: usize) -> Page {
@@ -80,30 +73,6 @@ fn folder_of(prefix: &str) -> &str {
     prefix.rfind('/').map_or("", |i| &prefix[..i])
 }
 
-/// Roll keys up at the first `delimiter` after `prefix`; keys sorted.
-fn roll_up(values: Vec<(String, KeyMeta)>, prefix: &str, delimiter: Option<&str>) -> Vec<Listed> {
-    let mut out: Vec<Listed> = Vec::new();
-    for (key, meta) in values {
-        let Some(rest) = key.strip_prefix(prefix) else {
-            continue;
-        };
-        match delimiter.filter(|d| !d.is_empty()).and_then(|d| {
-            rest.find(d)
-                .map(|i| format!("{prefix}{}", &rest[..i + d.len()]))
-        }) {
-            Some(common) => {
-                if !matches!(out.last(), Some(Listed::Prefix(p)) if *p == common) {
-                    out.push(Listed::Prefix(common));
-                }
-            }
-            None => out.push(Listed::Value { key, meta }),
-        }
-    }
-    out.sort_by(|a, b| a.key().cmp(b.key()));
-    out.dedup_by(|a, b| a.key() == b.key());
-    out
-}
-
 impl Service {
     /// A page of what `/zarr/` serves whose key starts with `prefix`, in
     /// key order, after `after`, at most `max` entries; with a delimiter,
@@ -133,7 +102,8 @@ impl Service {
         Ok(page)
     }
 
-    /// A page of a `/` listing: one level of the prefix's folder.
+    /// A page of a `/` listing: one level of the prefix's folder, read
+    /// from the store in key order from the first entry that can be on it.
     async fn list_level(
         &self,
         folder: &StoreKey,
@@ -141,38 +111,51 @@ impl Service {
         after: Option<&str>,
         max: usize,
     ) -> Result<Page> {
-        let below = |name: &str| {
-            if folder.is_root() {
-                name.to_string()
-            } else {
-                format!("{folder}/{name}")
-            }
+        let base = if folder.is_root() {
+            String::new()
+        } else {
+            format!("{folder}/")
         };
-        let level = match self.store.list_dir_values(folder).await {
-            Ok(level) => level,
-            Err(StoreError::InvalidKey { .. } | StoreError::Forbidden { .. }) => {
-                return Ok(Page::default())
-            }
-            Err(e) => return Err(e.into()),
-        };
-        let mut values: Vec<(String, KeyMeta)> = level
-            .values
+        let mut offset = [after.map(str::to_string), before(prefix)]
             .into_iter()
-            .map(|(name, meta)| (below(&name), meta))
-            .collect();
-        values.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut listed = roll_up(values, prefix, Some("/"));
-        listed.extend(
-            level
-                .prefixes
-                .iter()
-                .map(|p| format!("{}/", below(p)))
-                .filter(|p| p.starts_with(prefix))
-                .map(Listed::Prefix),
-        );
-        listed.sort_by(|a, b| a.key().cmp(b.key()));
-        listed.dedup_by(|a, b| a.key() == b.key());
-        Ok(Page::of(listed, after, max))
+            .flatten()
+            .max();
+        let mut entries: Vec<Listed> = Vec::new();
+        loop {
+            tokio::task::consume_budget().await;
+            let level = self
+                .store
+                .list_level_page(folder, offset.as_deref(), max + 1)
+                .await;
+            let level = match level {
+                Ok(level) => level,
+                Err(StoreError::InvalidKey { .. } | StoreError::Forbidden { .. }) => {
+                    return Ok(Page::default())
+                }
+                Err(e) => return Err(e.into()),
+            };
+            let more = level.len() == max + 1;
+            for entry in level {
+                let key = format!("{base}{}", entry.name());
+                offset = Some(key.clone());
+                if !key.starts_with(prefix) {
+                    if key.as_str() > prefix {
+                        return Ok(Page::cut(&mut entries, max));
+                    }
+                    continue;
+                }
+                entries.push(match entry {
+                    LevelEntry::Value(_, meta) => Listed::Value { key, meta },
+                    LevelEntry::Folder(_) => Listed::Prefix(key),
+                });
+                if entries.len() > max {
+                    return Ok(Page::cut(&mut entries, max));
+                }
+            }
+            if !more {
+                return Ok(Page::cut(&mut entries, max));
+            }
+        }
     }
 
     /// A page of a listing of every value below the prefix's folder, read
@@ -280,6 +263,42 @@ mod tests {
         }
     }
 
+    /// The whole listing, rolled up at the first `delimiter` after
+    /// `prefix`, sorted: the oracle pages are checked against.
+    fn roll_up(
+        values: Vec<(String, KeyMeta)>,
+        prefix: &str,
+        delimiter: Option<&str>,
+    ) -> Vec<Listed> {
+        let mut out: Vec<Listed> = Vec::new();
+        for (key, meta) in values {
+            let Some(rest) = key.strip_prefix(prefix) else {
+                continue;
+            };
+            match delimiter.filter(|d| !d.is_empty()).and_then(|d| {
+                rest.find(d)
+                    .map(|i| format!("{prefix}{}", &rest[..i + d.len()]))
+            }) {
+                Some(common) => {
+                    if !matches!(out.last(), Some(Listed::Prefix(p)) if *p == common) {
+                        out.push(Listed::Prefix(common));
+                    }
+                }
+                None => out.push(Listed::Value { key, meta }),
+            }
+        }
+        out.sort_by(|a, b| a.key().cmp(b.key()));
+        out.dedup_by(|a, b| a.key() == b.key());
+        out
+    }
+
+    /// The entries of a whole listing after `after`, at most `max`.
+    fn page_of(listed: Vec<Listed>, after: Option<&str>, max: usize) -> Page {
+        let start = after.map_or(0, |a| listed.partition_point(|l| l.key() <= a));
+        let mut entries: Vec<Listed> = listed.into_iter().skip(start).collect();
+        Page::cut(&mut entries, max)
+    }
+
     fn keys(listed: &[Listed]) -> Vec<String> {
         listed
             .iter()
@@ -290,29 +309,13 @@ mod tests {
             .collect()
     }
 
-    /// Pages read from the store a batch at a time agree with the whole
-    /// listing rolled up and cut (the way listings were made when they
-    /// were gathered whole), for prefixes inside names, delimiters other
-    /// than `/`, rolled-up prefixes longer than a batch, and pages of
+    /// Pages read from `store` (which holds `stored`) agree with the
+    /// whole listing rolled up and cut (the way listings were made when
+    /// they were gathered whole), for prefixes inside names, `/` and other
+    /// delimiters, rolled-up prefixes longer than a batch, and pages of
     /// every size.
-    #[tokio::test]
-    async fn walked_pages_agree_with_the_whole_listing() {
+    async fn pages_agree(store: crate::store::Store, mut stored: Vec<String>) {
         use crate::service::{Limits, Recheck};
-        use crate::store::Store;
-        let store = Store::memory();
-        let mut stored: Vec<String> = ["a/zarr.json", "a/cx", "ab", "b/x", "a/c"]
-            .into_iter()
-            .map(str::to_string)
-            .collect();
-        for row in 0..2 {
-            for col in 0..150 {
-                stored.push(format!("a/c/{row}/{col}"));
-            }
-        }
-        // More than a batch of keys going on past `past("a/c/1")`.
-        for n in 0..120 {
-            stored.push(format!("a/c/1{}{n}", char::MAX));
-        }
         for key in &stored {
             let key = StoreKey::new(key).unwrap();
             store.put(&key, bytes::Bytes::new()).await.unwrap();
@@ -330,6 +333,10 @@ mod tests {
             ("a", Some("c/")),
             ("a/c/1/", Some("9")),
             ("zz", None),
+            ("", Some("/")),
+            ("a/", Some("/")),
+            ("a/c", Some("/")),
+            ("a/c/1/1", Some("/")),
         ] {
             let whole = roll_up(
                 stored.iter().map(|k| (k.clone(), meta())).collect(),
@@ -342,7 +349,7 @@ mod tests {
                     let page = service.list_page(prefix, delimiter, after.as_deref(), max);
                     let page = tokio::time::timeout(std::time::Duration::from_secs(30), page);
                     let page = page.await.expect("a page ends").unwrap();
-                    let want = Page::of(whole.clone(), after.as_deref(), max);
+                    let want = page_of(whole.clone(), after.as_deref(), max);
                     assert_eq!(
                         (keys(&page.entries), page.truncated),
                         (keys(&want.entries), want.truncated),
@@ -357,6 +364,42 @@ mod tests {
                 assert_eq!(keys(&got), keys(&whole), "{prefix:?} {delimiter:?}");
             }
         }
+    }
+
+    fn chunk_keys() -> Vec<String> {
+        let mut stored: Vec<String> = ["a/zarr.json", "a/cx", "ab", "b/x"]
+            .into_iter()
+            .map(str::to_string)
+            .collect();
+        for row in 0..2 {
+            for col in 0..150 {
+                stored.push(format!("a/c/{row}/{col}"));
+            }
+        }
+        // More than a batch of keys going on past `past("a/c/1")`.
+        for n in 0..120 {
+            stored.push(format!("a/c/1{}{n}", char::MAX));
+        }
+        stored
+    }
+
+    #[tokio::test]
+    async fn pages_of_a_memory_store_agree_with_the_whole_listing() {
+        let mut stored = chunk_keys();
+        // A key that is also a folder, as object stores allow.
+        stored.push("a/c".to_string());
+        pages_agree(crate::store::Store::memory(), stored).await;
+    }
+
+    #[tokio::test]
+    async fn pages_of_a_directory_store_agree_with_the_whole_listing() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::Store::local(dir.path()).unwrap();
+        pages_agree(store, chunk_keys()).await;
+    }
+
+    #[test]
+    fn offsets_below_a_prefix_are_paths() {
         assert_eq!(before("a/c"), Some(format!("a/b{}", char::MAX)));
         assert_eq!(before("x/0"), Some(format!("x/.{}", char::MAX)));
         assert_eq!(before("a "), Some("a".to_string()));

@@ -288,6 +288,27 @@ impl walk::Rules for WalkRules {
         let meta = self.0.resolve(path)?;
         Some(object_meta(self.0.location(path)?, &meta)).filter(|_| meta.is_file())
     }
+    fn holds_files(&self, path: &std::path::Path) -> bool {
+        self.0.holds_files(path)
+    }
+}
+
+impl ConfinedDir {
+    /// Up to `limit` of the files and folders (keys ending in `/`, those
+    /// holding files) directly in the folder `prefix` names, in key order,
+    /// after `offset`; keys relative to the folder. Blocking.
+    pub(super) fn list_level(
+        self: &Arc<Self>,
+        prefix: Option<&Path>,
+        offset: Option<String>,
+        limit: usize,
+    ) -> object_store::Result<Vec<walk::Found<ObjectMeta>>> {
+        let Some(start) = self.list_dir_path(prefix)? else {
+            return Ok(Vec::new());
+        };
+        let rules = WalkRules(self.clone());
+        Ok(Walk::level(rules, start, String::new(), offset).next_batch(limit))
+    }
 }
 
 /// Size, ETag and modification time exactly as `LocalFileSystem` reports them.
@@ -458,7 +479,11 @@ impl ObjectStore for Confined {
                             .await
                             .map_err(generic)?;
                     let more = (batch.len() == LIST_BATCH).then_some(walk);
-                    let batch = futures::stream::iter(batch.into_iter().map(Ok));
+                    let files = batch.into_iter().filter_map(|found| match found {
+                        walk::Found::File(_, meta) => Some(Ok(meta)),
+                        walk::Found::Folder(_) => None,
+                    });
+                    let batch = futures::stream::iter(files);
                     Ok::<_, object_store::Error>(Some((batch, more)))
                 });
                 Ok::<_, object_store::Error>(batches.try_flatten())

@@ -8,9 +8,25 @@ use futures::TryStreamExt;
 use object_store::path::Path;
 
 use super::{
-    icechunk_repo, is_internal, key_meta, key_of, reserved, DirValues, KeyMeta, Listing, Store,
-    StoreError, StoreKey,
+    icechunk_repo, is_internal, key_meta, key_of, reserved, walk, DirValues, KeyMeta, Listing,
+    Store, StoreError, StoreKey,
 };
+
+/// One entry of a folder's level: a value, or a folder holding values
+/// (its name ending in `/`); names relative to the folder.
+#[derive(Debug, Clone)]
+pub enum LevelEntry {
+    Value(String, KeyMeta),
+    Folder(String),
+}
+
+impl LevelEntry {
+    pub fn name(&self) -> &str {
+        match self {
+            LevelEntry::Value(name, _) | LevelEntry::Folder(name) => name,
+        }
+    }
+}
 
 /// A listed value, ordered by key (for keeping the first of a listing).
 struct ByKey(StoreKey, KeyMeta);
@@ -143,6 +159,70 @@ impl Store {
             .into_iter()
             .map(|ByKey(k, m)| (k, m))
             .collect())
+    }
+
+    /// Up to `limit` entries directly below the folder `prefix`, in key
+    /// order after `offset` (a whole key): its values and the folders that
+    /// hold any (at the root, the mounts too), named relative to it. A
+    /// directory store reads only as far as the page (and keeps large
+    /// folders' sorted names between pages); other stores list the level
+    /// whole and cut the page from it.
+    pub async fn list_level_page(
+        &self,
+        prefix: &StoreKey,
+        offset: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<LevelEntry>, StoreError> {
+        let base = if prefix.is_root() {
+            String::new()
+        } else {
+            format!("{prefix}/")
+        };
+        let after = match offset {
+            Some(o) if o.starts_with(&base) => Some(o[base.len()..].to_string()),
+            // Past every key of the folder.
+            Some(o) if o > base.as_str() => return Ok(Vec::new()),
+            _ => None,
+        };
+        let (store, inner) = self.route(prefix)?;
+        let Some(local) = &store.local else {
+            let level = self.list_dir_values(prefix).await?;
+            let values = level
+                .values
+                .into_iter()
+                .map(|(n, m)| LevelEntry::Value(n, m));
+            let folders = level
+                .prefixes
+                .into_iter()
+                .map(|p| LevelEntry::Folder(p + "/"));
+            let mut entries: Vec<LevelEntry> = values
+                .chain(folders)
+                .filter(|e| after.as_deref().is_none_or(|a| e.name() > a))
+                .collect();
+            entries.sort_by(|a, b| a.name().cmp(b.name()));
+            entries.truncate(limit);
+            return Ok(entries);
+        };
+        let found = local.list_level(&inner, after.clone(), limit).await?;
+        let mut entries: Vec<LevelEntry> = found
+            .into_iter()
+            .map(|found| match found {
+                walk::Found::File(name, meta) => LevelEntry::Value(name, key_meta(&meta)),
+                walk::Found::Folder(name) => LevelEntry::Folder(name),
+            })
+            .collect();
+        if prefix.is_root() && !self.mounts.is_empty() {
+            let mounts = self.mounts.iter().map(|(name, _)| format!("{name}/"));
+            entries.extend(
+                mounts
+                    .filter(|m| after.as_deref().is_none_or(|a| m.as_str() > a))
+                    .map(LevelEntry::Folder),
+            );
+            entries.sort_by(|a, b| a.name().cmp(b.name()));
+            entries.dedup_by(|a, b| a.name() == b.name());
+            entries.truncate(limit);
+        }
+        Ok(entries)
     }
 
     /// Every value below `prefix` with its metadata.

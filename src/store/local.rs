@@ -53,6 +53,22 @@ impl LocalReads {
         LocalReads { dir }
     }
 
+    /// Up to `limit` files and folders directly below `key`, in key order
+    /// after `offset` (relative to the folder): see
+    /// [`ConfinedDir::list_level`].
+    pub(super) async fn list_level(
+        &self,
+        key: &StoreKey,
+        offset: Option<String>,
+        limit: usize,
+    ) -> Result<Vec<super::walk::Found<object_store::ObjectMeta>>, StoreError> {
+        let (dir, prefix) = (self.dir.clone(), (!key.is_root()).then(|| path_of(key)));
+        tokio::task::spawn_blocking(move || dir.list_level(prefix.as_ref(), offset, limit))
+            .await
+            .map_err(|e| io_error(key, std::io::Error::other(e)))?
+            .map_err(|e| StoreError::from_backend(key, e))
+    }
+
     fn path(&self, key: &StoreKey) -> Result<PathBuf, StoreError> {
         self.dir
             .file_path(&path_of(key))

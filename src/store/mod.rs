@@ -23,6 +23,7 @@ pub use confined::{Escape, NameTooLong, UploadName};
 pub use error::StoreError;
 pub use icechunk_repo::{SnapshotEntry, Versions};
 pub use key::{node_path, StoreKey};
+pub use list::LevelEntry;
 pub use transaction::Pending;
 pub use update::{Coordination, Outcome, Replacement, Updater};
 

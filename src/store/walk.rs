@@ -108,6 +108,13 @@ impl Folders {
     }
 }
 
+/// What a walk finds: a file (its key and metadata), or, walking one
+/// level, a folder holding files (its key, ending in `/`).
+pub enum Found<M> {
+    File(String, M),
+    Folder(String),
+}
+
 /// Which directory entries a walk leaves out, and how it reads a file's
 /// metadata: the store's rules.
 pub trait Rules {
@@ -119,23 +126,39 @@ pub trait Rules {
     fn lists(&self, parent: &str, name: &str, dir: bool) -> bool;
     /// The file's metadata, `None` when it is gone or not to be listed.
     fn meta(&self, path: &Path, key: &str) -> Option<Self::Meta>;
+    /// Whether any file lies below the folder (an empty one is no prefix,
+    /// as on object stores).
+    fn holds_files(&self, path: &Path) -> bool;
 }
 
-/// Files below a directory in key order, after an offset.
+/// Files below a directory in key order, after an offset; or, walking one
+/// level, its files and folders.
 pub struct Walk<R> {
     rules: R,
     stack: Vec<Level>,
     offset: Option<String>,
+    descend: bool,
 }
 
 impl<R: Rules> Walk<R> {
     /// A walk of `dir`, whose keys start with `key` (`a/b/`, or empty),
     /// listing only keys after `offset`. Blocking.
     pub fn new(rules: R, dir: PathBuf, key: String, offset: Option<String>) -> Self {
+        Walk::start(rules, dir, key, offset, true)
+    }
+
+    /// A walk of `dir`'s own files and of its folders (as keys ending in
+    /// `/`), those after `offset`. Blocking.
+    pub fn level(rules: R, dir: PathBuf, key: String, offset: Option<String>) -> Self {
+        Walk::start(rules, dir, key, offset, false)
+    }
+
+    fn start(rules: R, dir: PathBuf, key: String, offset: Option<String>, descend: bool) -> Self {
         let mut walk = Walk {
             rules,
             stack: Vec::new(),
             offset,
+            descend,
         };
         walk.enter(dir, key);
         walk
@@ -167,8 +190,9 @@ impl<R: Rules> Walk<R> {
         let next = match &self.offset {
             Some(offset) => entries.partition_point(|e| {
                 let k = e.key(&key);
-                // Every key of this entry is at or before the offset.
-                if e.dir {
+                // Every key of this entry is at or before the offset (a
+                // folder listed as itself is one key).
+                if e.dir && self.descend {
                     !offset.starts_with(&k) && offset.as_str() > k.as_str()
                 } else {
                     offset.as_str() >= k.as_str()
@@ -184,8 +208,8 @@ impl<R: Rules> Walk<R> {
         });
     }
 
-    /// Up to `n` more files, in key order; fewer only at the end. Blocking.
-    pub fn next_batch(&mut self, n: usize) -> Vec<R::Meta> {
+    /// Up to `n` more finds, in key order; fewer only at the end. Blocking.
+    pub fn next_batch(&mut self, n: usize) -> Vec<Found<R::Meta>> {
         let mut out = Vec::new();
         while out.len() < n {
             let Some(level) = self.stack.last_mut() else {
@@ -197,10 +221,14 @@ impl<R: Rules> Walk<R> {
             };
             level.next += 1;
             let (path, key) = (level.dir.join(&entry.name), entry.key(&level.key));
-            if entry.dir {
+            if entry.dir && self.descend {
                 self.enter(path, key);
+            } else if entry.dir {
+                if self.rules.holds_files(&path) {
+                    out.push(Found::Folder(key));
+                }
             } else if let Some(meta) = self.rules.meta(&path, &key) {
-                out.push(meta);
+                out.push(Found::File(key, meta));
             }
         }
         out
@@ -224,6 +252,22 @@ mod tests {
         fn meta(&self, _: &Path, key: &str) -> Option<String> {
             Some(key.to_string())
         }
+        fn holds_files(&self, path: &Path) -> bool {
+            std::fs::read_dir(path).is_ok_and(|d| {
+                d.flatten()
+                    .any(|e| e.path().is_file() || self.holds_files(&e.path()))
+            })
+        }
+    }
+
+    fn found(found: Vec<Found<String>>) -> Vec<String> {
+        found
+            .into_iter()
+            .map(|f| match f {
+                Found::File(key, _) => key,
+                Found::Folder(key) => format!("[{key}]"),
+            })
+            .collect()
     }
 
     #[test]
@@ -246,7 +290,7 @@ mod tests {
             );
             let mut got = Vec::new();
             loop {
-                let b = walk.next_batch(batch);
+                let b = found(walk.next_batch(batch));
                 assert!(b.len() <= batch);
                 if b.is_empty() {
                     return got;
@@ -274,7 +318,17 @@ mod tests {
             "c/".to_string(),
             Some("c/d/e/f".to_string()),
         );
-        assert_eq!(walk.next_batch(10), ["c/d0"]);
+        assert_eq!(found(walk.next_batch(10)), ["c/d0"]);
+        // One level: files and the folders that hold any, as themselves.
+        let level = |offset: Option<&str>| {
+            let root = dir.path().to_path_buf();
+            let offset = offset.map(str::to_string);
+            found(Walk::level(All::default(), root, String::new(), offset).next_batch(100))
+        };
+        assert_eq!(level(None), ["a.b", "[a/]", "a0", "b", "[c/]"]);
+        assert_eq!(level(Some("a/")), ["a0", "b", "[c/]"]);
+        assert_eq!(level(Some("a/x")), ["a0", "b", "[c/]"]);
+        assert_eq!(level(Some("a.b")), ["[a/]", "a0", "b", "[c/]"]);
     }
 
     #[test]
