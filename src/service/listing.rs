@@ -54,6 +54,25 @@ fn before(prefix: &str) -> Option<String> {
     }
 }
 
+/// Where reading a page starts: after `after`, and no lower than just
+/// below the prefix's keys.
+fn start(after: Option<&str>, prefix: &str) -> Option<String> {
+    [after.map(str::to_string), before(prefix)]
+        .into_iter()
+        .flatten()
+        .max()
+}
+
+/// A store listing's answer; `None` for a folder no valid key, or none the
+/// store lets us read, lies in (it lists nothing).
+fn listed<T>(answer: std::result::Result<T, StoreError>) -> Result<Option<T>> {
+    match answer {
+        Ok(found) => Ok(Some(found)),
+        Err(StoreError::InvalidKey { .. } | StoreError::Forbidden { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// An offset after every key that starts with `prefix` but those that go
 /// on with `char::MAX` (which are skipped one by one).
 fn past(prefix: &str) -> String {
@@ -116,23 +135,15 @@ impl Service {
         } else {
             format!("{folder}/")
         };
-        let mut offset = [after.map(str::to_string), before(prefix)]
-            .into_iter()
-            .flatten()
-            .max();
+        let mut offset = start(after, prefix);
         let mut entries: Vec<Listed> = Vec::new();
         loop {
             tokio::task::consume_budget().await;
             let level = self
                 .store
-                .list_level_page(folder, offset.as_deref(), max + 1)
-                .await;
-            let level = match level {
-                Ok(level) => level,
-                Err(StoreError::InvalidKey { .. } | StoreError::Forbidden { .. }) => {
-                    return Ok(Page::default())
-                }
-                Err(e) => return Err(e.into()),
+                .list_level_page(folder, offset.as_deref(), max + 1);
+            let Some(level) = listed(level.await)? else {
+                return Ok(Page::default());
             };
             let more = level.len() == max + 1;
             for entry in level {
@@ -169,21 +180,15 @@ impl Service {
         max: usize,
     ) -> Result<Page> {
         let batch = (max + 1).max(BATCH_MIN);
-        let mut offset = [after.map(str::to_string), before(prefix)]
-            .into_iter()
-            .flatten()
-            .max();
+        let mut offset = start(after, prefix);
         let mut entries: Vec<Listed> = Vec::new();
         loop {
             // A store that lists without waiting (memory) must not keep
             // this thread through a long walk.
             tokio::task::consume_budget().await;
-            let values = match self.store.list_page(folder, offset.as_deref(), batch).await {
-                Ok(values) => values,
-                Err(StoreError::InvalidKey { .. } | StoreError::Forbidden { .. }) => {
-                    return Ok(Page::default())
-                }
-                Err(e) => return Err(e.into()),
+            let values = self.store.list_page(folder, offset.as_deref(), batch);
+            let Some(values) = listed(values.await)? else {
+                return Ok(Page::default());
             };
             let more = values.len() == batch;
             // The rolled-up prefix the batch ended in, to skip the rest of.
