@@ -65,8 +65,6 @@ pub struct ConfinedDir {
     root_dir: File,
     /// Files kept open for reads; every write here forgets what it replaces.
     pub(super) open_files: super::open_files::OpenFiles,
-    /// Large folders' sorted entries, for listings paged through them.
-    folders: walk::Folders,
 }
 
 impl std::fmt::Display for ConfinedDir {
@@ -94,7 +92,6 @@ impl ConfinedDir {
             root,
             root_dir,
             open_files: Default::default(),
-            folders: Default::default(),
         })
     }
 
@@ -231,40 +228,55 @@ impl ConfinedDir {
 
     /// Every file below `dir`, depth first. Blocking.
     fn walk(&self, dir: PathBuf, out: &mut Vec<ObjectMeta>) {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            return;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if dir == self.root && entry.file_name() == INTERNAL_PREFIX {
-                continue;
-            }
-            let Some(meta) = self.resolve(&path) else {
+        // A stack, not recursion: a deep tree must not overflow the thread's.
+        let mut dirs = vec![dir];
+        while let Some(dir) = dirs.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
                 continue;
             };
-            if meta.is_dir() {
-                self.walk(path, out);
-            } else if let Some(location) = self.location(&path) {
-                out.push(object_meta(location, &meta));
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if dir == self.root && entry.file_name() == INTERNAL_PREFIX {
+                    continue;
+                }
+                let Some(meta) = self.resolve(&path) else {
+                    continue;
+                };
+                if meta.is_dir() {
+                    dirs.push(path);
+                } else if let Some(location) = self.location(&path) {
+                    out.push(object_meta(location, &meta));
+                }
             }
         }
     }
 
-    /// Whether any file lies below `dir` (stops at the first). Blocking.
+    /// Whether any file lies below `dir` (stops at the first) whose name
+    /// is a key. Blocking.
     fn holds_files(&self, dir: &std::path::Path) -> bool {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            return false;
-        };
-        let mut dirs = Vec::new();
-        for entry in entries.flatten() {
-            let path = entry.path();
-            match self.resolve(&path) {
-                Some(m) if m.is_file() && self.location(&path).is_some() => return true,
-                Some(m) if m.is_dir() => dirs.push(path),
-                _ => {}
+        // The folder's own files first, then its folders, from a stack.
+        let mut dirs = vec![dir.to_path_buf()];
+        while let Some(dir) = dirs.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            let mut below = Vec::new();
+            for entry in entries.flatten() {
+                let path = entry.path();
+                match self.resolve(&path) {
+                    Some(m) if m.is_file() => {
+                        let key = self.location(&path);
+                        if key.is_some_and(|k| super::StoreKey::new(k.as_ref()).is_ok()) {
+                            return true;
+                        }
+                    }
+                    Some(m) if m.is_dir() => below.push(path),
+                    _ => {}
+                }
             }
+            dirs.extend(below.into_iter().rev());
         }
-        dirs.iter().any(|d| self.holds_files(d))
+        false
     }
 }
 
@@ -278,11 +290,9 @@ struct WalkRules(Arc<ConfinedDir>);
 
 impl walk::Rules for WalkRules {
     type Meta = ObjectMeta;
-    fn folders(&self) -> &walk::Folders {
-        &self.0.folders
-    }
-    fn lists(&self, parent: &str, name: &str, dir: bool) -> bool {
-        !(parent.is_empty() && name == INTERNAL_PREFIX) && (dir || !upload_name(name))
+    fn lists(&self, path: &std::path::Path, name: &str, dir: bool) -> bool {
+        let reserved = name == INTERNAL_PREFIX && path == self.0.root;
+        !reserved && (dir || !upload_name(name)) && super::StoreKey::new(name).is_ok()
     }
     fn meta(&self, path: &std::path::Path, _key: &str) -> Option<ObjectMeta> {
         let meta = self.0.resolve(path)?;

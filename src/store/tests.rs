@@ -874,6 +874,60 @@ async fn read_only_directory_mounts_page_in_order() {
     }
 }
 
+#[tokio::test]
+async fn directory_listings_hide_only_the_roots_reserved_folder_and_names_no_key_holds() {
+    let k = |s: &str| StoreKey::new(s).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    for file in [
+        "__zarrd/locks/x",
+        "b/__zarrd",
+        "c/__zarrd/x",
+        "ok",
+        "bs\\x",
+        "d\\x/y",
+    ] {
+        let path = dir.path().join(file);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, b"").unwrap();
+    }
+    let store = Store::local(dir.path()).unwrap();
+    let keys = |page: Vec<(StoreKey, KeyMeta)>| {
+        page.into_iter()
+            .map(|(key, _)| key.to_string())
+            .collect::<Vec<_>>()
+    };
+    let names = |level: Vec<LevelEntry>| {
+        level
+            .iter()
+            .map(|e| e.name().to_string())
+            .collect::<Vec<_>>()
+    };
+    let all = store.list_page(&StoreKey::root(), None, 100).await.unwrap();
+    assert_eq!(keys(all), ["b/__zarrd", "c/__zarrd/x", "ok"]);
+    let root = store.list_level_page(&StoreKey::root(), None, 100).await;
+    assert_eq!(names(root.unwrap()), ["b/", "c/", "ok"]);
+    let b = store.list_level_page(&k("b"), None, 100).await.unwrap();
+    assert_eq!(names(b), ["__zarrd"]);
+    let c = store.list_level_page(&k("c"), None, 100).await.unwrap();
+    assert_eq!(names(c), ["__zarrd/"]);
+}
+
+#[tokio::test]
+async fn a_deep_tree_is_listed_without_recursion() {
+    let dir = tempfile::tempdir().unwrap();
+    let deep: std::path::PathBuf = std::iter::repeat_n("d", 1900).collect();
+    std::fs::create_dir_all(dir.path().join(&deep)).unwrap();
+    std::fs::write(dir.path().join("x"), b"").unwrap();
+    let store = Store::local(dir.path()).unwrap();
+    // A folder holding only folders is no prefix: finding that out goes
+    // all the way down.
+    let root = store.list_level_page(&StoreKey::root(), None, 100).await;
+    let root = root.unwrap();
+    assert_eq!(root.len(), 1);
+    assert_eq!(root[0].name(), "x");
+    assert_eq!(store.list_sizes(&StoreKey::root()).await.unwrap().len(), 1);
+}
+
 /// A zip file with stored (uncompressed) entries, as zarr-python's ZipStore
 /// writes small ones.
 fn write_zip(path: &std::path::Path, entries: &[(&str, &[u8])]) {

@@ -42,17 +42,22 @@ struct Level {
 
 /// Folders with at least this many entries are kept sorted between pages.
 const KEPT_MIN: usize = 4096;
-/// Entries of all kept folders together (about 50 MB of names).
-const KEPT_MAX: usize = 1 << 20;
+/// Bytes of names all kept folders hold together, in the whole process.
+const KEPT_BYTES: usize = 32 << 20;
 /// How long a kept folder is trusted while its modification time stays
-/// (file systems whose times are coarse would otherwise hide a change).
+/// (file systems whose times are coarse would otherwise hide a change),
+/// and kept at all.
 const KEPT_FOR: Duration = Duration::from_secs(30);
 
 /// Large folders' entries, sorted, kept while the folder's modification
 /// time says nothing was added, removed or renamed in it: paging through
 /// a folder of a million chunks reads and sorts it once, not once a page.
-#[derive(Default)]
-pub struct Folders {
+/// One for the process (folders are kept by their path), bounded in bytes.
+static FOLDERS: Folders = Folders {
+    kept: Mutex::new(VecDeque::new()),
+};
+
+struct Folders {
     kept: Mutex<VecDeque<Kept>>,
 }
 
@@ -61,12 +66,7 @@ struct Kept {
     modified: SystemTime,
     read_at: Instant,
     entries: Arc<[Entry]>,
-}
-
-impl std::fmt::Debug for Folders {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("Folders")
-    }
+    bytes: usize,
 }
 
 impl Folders {
@@ -79,17 +79,25 @@ impl Folders {
         // Taken before the read: a change after it makes the kept entries
         // look stale, never current.
         let modified = std::fs::metadata(dir).and_then(|m| m.modified()).ok();
-        let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(k) = kept.iter().find(|k| {
-            k.dir == dir && Some(k.modified) == modified && k.read_at.elapsed() < KEPT_FOR
-        }) {
-            return Some(k.entries.clone());
+        {
+            let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+            kept.retain(|k| k.read_at.elapsed() < KEPT_FOR);
+            if let Some(k) = kept
+                .iter()
+                .find(|k| k.dir == dir && Some(k.modified) == modified)
+            {
+                return Some(k.entries.clone());
+            }
         }
-        drop(kept);
         let mut entries = read()?;
         entries.sort_by_cached_key(|e| e.key(""));
+        let bytes = entries
+            .iter()
+            .map(|e| e.name.len() + std::mem::size_of::<Entry>())
+            .sum();
         let entries: Arc<[Entry]> = entries.into();
-        if let (Some(modified), KEPT_MIN..=KEPT_MAX) = (modified, entries.len()) {
+        if let (Some(modified), true) = (modified, entries.len() >= KEPT_MIN && bytes <= KEPT_BYTES)
+        {
             let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
             kept.retain(|k| k.dir != dir);
             kept.push_front(Kept {
@@ -97,11 +105,12 @@ impl Folders {
                 modified,
                 read_at: Instant::now(),
                 entries: entries.clone(),
+                bytes,
             });
             let mut total = 0;
             kept.retain(|k| {
-                total += k.entries.len();
-                total <= KEPT_MAX
+                total += k.bytes;
+                total <= KEPT_BYTES
             });
         }
         Some(entries)
@@ -119,11 +128,10 @@ pub enum Found<M> {
 /// metadata: the store's rules.
 pub trait Rules {
     type Meta;
-    /// Where the store keeps large folders' sorted entries.
-    fn folders(&self) -> &Folders;
-    /// Whether `name` in the directory holding keys `parent` is listed at
-    /// all (a reserved folder, an upload in progress).
-    fn lists(&self, parent: &str, name: &str, dir: bool) -> bool;
+    /// Whether `name` in the folder `path` is listed at all (a reserved
+    /// folder, an upload in progress, a name no key can hold). Judged by
+    /// the path alone: large folders' entries are kept by path.
+    fn lists(&self, path: &Path, name: &str, dir: bool) -> bool;
     /// The file's metadata, `None` when it is gone or not to be listed.
     fn meta(&self, path: &Path, key: &str) -> Option<Self::Meta>;
     /// Whether any file lies below the folder (an empty one is no prefix,
@@ -172,19 +180,19 @@ impl<R: Rules> Walk<R> {
             let entries = read.flatten().filter_map(|e| {
                 let kind = e.file_type().ok()?;
                 // Links are not followed, and nothing else is a value.
-                let dir = match (kind.is_dir(), kind.is_file()) {
+                let is_dir = match (kind.is_dir(), kind.is_file()) {
                     (true, _) => true,
                     (_, true) => false,
                     _ => return None,
                 };
                 let name = e.file_name().into_string().ok()?;
                 self.rules
-                    .lists(&key, &name, dir)
-                    .then_some(Entry { name, dir })
+                    .lists(&dir, &name, is_dir)
+                    .then_some(Entry { name, dir: is_dir })
             });
             Some(entries.collect())
         };
-        let Some(entries) = self.rules.folders().sorted(&dir, read) else {
+        let Some(entries) = FOLDERS.sorted(&dir, read) else {
             return;
         };
         let next = match &self.offset {
@@ -221,10 +229,15 @@ impl<R: Rules> Walk<R> {
             };
             level.next += 1;
             let (path, key) = (level.dir.join(&entry.name), entry.key(&level.key));
+            // Still a folder, not a link put in its place since the
+            // entries were read (they may have been kept).
+            let folder = || std::fs::symlink_metadata(&path).is_ok_and(|m| m.is_dir());
             if entry.dir && self.descend {
-                self.enter(path, key);
+                if folder() {
+                    self.enter(path, key);
+                }
             } else if entry.dir {
-                if self.rules.holds_files(&path) {
+                if folder() && self.rules.holds_files(&path) {
                     out.push(Found::Folder(key));
                 }
             } else if let Some(meta) = self.rules.meta(&path, &key) {
@@ -240,13 +253,10 @@ mod tests {
     use super::*;
 
     #[derive(Default, Clone)]
-    struct All(Arc<Folders>);
+    struct All;
     impl Rules for All {
         type Meta = String;
-        fn folders(&self) -> &Folders {
-            &self.0
-        }
-        fn lists(&self, _: &str, _: &str, _: bool) -> bool {
+        fn lists(&self, _: &Path, _: &str, _: bool) -> bool {
             true
         }
         fn meta(&self, _: &Path, key: &str) -> Option<String> {
@@ -283,7 +293,7 @@ mod tests {
         std::fs::create_dir_all(dir.path().join("empty/deeper")).unwrap();
         let all = |offset: Option<&str>, batch: usize| {
             let mut walk = Walk::new(
-                All::default(),
+                All,
                 dir.path().to_path_buf(),
                 String::new(),
                 offset.map(str::to_string),
@@ -313,7 +323,7 @@ mod tests {
         assert!(all(Some("d"), 3).is_empty());
         // Below a folder, keys carry its prefix.
         let mut walk = Walk::new(
-            All::default(),
+            All,
             dir.path().join("c"),
             "c/".to_string(),
             Some("c/d/e/f".to_string()),
@@ -323,7 +333,7 @@ mod tests {
         let level = |offset: Option<&str>| {
             let root = dir.path().to_path_buf();
             let offset = offset.map(str::to_string);
-            found(Walk::level(All::default(), root, String::new(), offset).next_batch(100))
+            found(Walk::level(All, root, String::new(), offset).next_batch(100))
         };
         assert_eq!(level(None), ["a.b", "[a/]", "a0", "b", "[c/]"]);
         assert_eq!(level(Some("a/")), ["a0", "b", "[c/]"]);
@@ -337,7 +347,7 @@ mod tests {
         for i in 0..KEPT_MIN {
             std::fs::write(dir.path().join(format!("{i:05}")), b"").unwrap();
         }
-        let rules = All::default();
+        let rules = All;
         let count = || {
             let root = dir.path().to_path_buf();
             let mut walk = Walk::new(rules.clone(), root, String::new(), None);
@@ -354,5 +364,30 @@ mod tests {
         // ...until the folder's time says it changed.
         std::fs::write(dir.path().join("newer"), b"").unwrap();
         assert_eq!(count(), KEPT_MIN + 2);
+    }
+
+    #[test]
+    fn a_kept_folder_does_not_follow_a_link_put_in_place_of_a_folder() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret"), b"").unwrap();
+        for i in 0..KEPT_MIN {
+            std::fs::write(dir.path().join(format!("{i:05}")), b"").unwrap();
+        }
+        std::fs::create_dir(dir.path().join("sub")).unwrap();
+        std::fs::write(dir.path().join("sub/ok"), b"").unwrap();
+        let all = || {
+            let root = dir.path().to_path_buf();
+            found(Walk::new(All, root, String::new(), None).next_batch(usize::MAX))
+        };
+        assert!(all().contains(&"sub/ok".to_string()));
+        // The folder's time put back: its entries, `sub` a folder, are kept.
+        let folder = std::fs::File::open(dir.path()).unwrap();
+        let modified = folder.metadata().unwrap().modified().unwrap();
+        std::fs::remove_dir_all(dir.path().join("sub")).unwrap();
+        std::os::unix::fs::symlink(outside.path(), dir.path().join("sub")).unwrap();
+        folder.set_modified(modified).unwrap();
+        let listed = all();
+        assert_eq!(listed.len(), KEPT_MIN, "{:?}", &listed[KEPT_MIN - 1..]);
     }
 }
