@@ -351,3 +351,7 @@ fn from_mount(
         })
         .collect()
 }
+
+#[cfg(test)]
+#[path = "list_tests.rs"]
+pub(super) mod tests;

@@ -96,8 +96,8 @@ impl Folders {
             .map(|e| e.name.len() + std::mem::size_of::<Entry>())
             .sum();
         let entries: Arc<[Entry]> = entries.into();
-        if let (Some(modified), true) = (modified, entries.len() >= KEPT_MIN && bytes <= KEPT_BYTES)
-        {
+        let worth_keeping = entries.len() >= KEPT_MIN && bytes <= KEPT_BYTES;
+        if let (Some(modified), true) = (modified, worth_keeping) {
             let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
             kept.retain(|k| k.dir != dir);
             kept.push_front(Kept {
