@@ -97,8 +97,8 @@ impl Service {
     /// key order, after `after`, at most `max` entries; with a delimiter,
     /// the keys that hold it after the prefix rolled up into one
     /// [`Listed::Prefix`] each. A prefix no valid key can start with lists
-    /// nothing. Without a delimiter (or with one other than `/`) the store
-    /// is listed in key order a batch at a time, so a page holds one
+    /// nothing. The store is read in key order from the page's start, a
+    /// batch (or, for `/`, a level's page) at a time, so a page holds one
     /// batch whatever the number of values below the prefix.
     pub async fn list_page(
         &self,

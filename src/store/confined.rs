@@ -226,22 +226,27 @@ impl ConfinedDir {
         Path::parse(parts.join("/")).ok()
     }
 
+    /// The files and folders directly in `dir` with their metadata: no
+    /// links, not the root's reserved folder; none when it cannot be read.
+    /// Blocking.
+    fn entries<'a>(
+        &'a self,
+        dir: &'a std::path::Path,
+    ) -> impl Iterator<Item = (PathBuf, Metadata)> + 'a {
+        let read = std::fs::read_dir(dir).into_iter().flatten().flatten();
+        read.filter(move |e| !(dir == self.root && e.file_name() == INTERNAL_PREFIX))
+            .filter_map(|e| {
+                let path = e.path();
+                self.resolve(&path).map(|meta| (path, meta))
+            })
+    }
+
     /// Every file below `dir`, depth first. Blocking.
     fn walk(&self, dir: PathBuf, out: &mut Vec<ObjectMeta>) {
         // A stack, not recursion: a deep tree must not overflow the thread's.
         let mut dirs = vec![dir];
         while let Some(dir) = dirs.pop() {
-            let Ok(entries) = std::fs::read_dir(&dir) else {
-                continue;
-            };
-            for entry in entries.flatten() {
-                let path = entry.path();
-                if dir == self.root && entry.file_name() == INTERNAL_PREFIX {
-                    continue;
-                }
-                let Some(meta) = self.resolve(&path) else {
-                    continue;
-                };
+            for (path, meta) in self.entries(&dir) {
                 if meta.is_dir() {
                     dirs.push(path);
                 } else if let Some(location) = self.location(&path) {
@@ -257,21 +262,15 @@ impl ConfinedDir {
         // The folder's own files first, then its folders, from a stack.
         let mut dirs = vec![dir.to_path_buf()];
         while let Some(dir) = dirs.pop() {
-            let Ok(entries) = std::fs::read_dir(&dir) else {
-                continue;
-            };
             let mut below = Vec::new();
-            for entry in entries.flatten() {
-                let path = entry.path();
-                match self.resolve(&path) {
-                    Some(m) if m.is_file() => {
-                        let key = self.location(&path);
-                        if key.is_some_and(|k| super::StoreKey::new(k.as_ref()).is_ok()) {
-                            return true;
-                        }
-                    }
-                    Some(m) if m.is_dir() => below.push(path),
-                    _ => {}
+            for (path, meta) in self.entries(&dir) {
+                if meta.is_dir() {
+                    below.push(path);
+                } else if self
+                    .location(&path)
+                    .is_some_and(|k| super::StoreKey::new(k.as_ref()).is_ok())
+                {
+                    return true;
                 }
             }
             dirs.extend(below.into_iter().rev());
@@ -513,17 +512,7 @@ impl ObjectStore for Confined {
             let Some(start) = dir.list_dir_path(prefix.as_ref())? else {
                 return Ok(result);
             };
-            let Ok(entries) = std::fs::read_dir(&start) else {
-                return Ok(result);
-            };
-            for entry in entries.flatten() {
-                let path = entry.path();
-                if start == dir.root && entry.file_name() == INTERNAL_PREFIX {
-                    continue;
-                }
-                let Some(meta) = dir.resolve(&path) else {
-                    continue;
-                };
+            for (path, meta) in dir.entries(&start) {
                 let Some(location) = dir.location(&path) else {
                     continue;
                 };
