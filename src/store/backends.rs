@@ -5,6 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use object_store::list::PaginatedListStore;
+use object_store::path::Path;
 use object_store::prefix::PrefixStore;
 use object_store::{ObjectStore, RetryConfig};
 use url::Url;
@@ -32,12 +34,35 @@ fn retries() -> RetryConfig {
     }
 }
 
-fn with_prefix(inner: Arc<dyn ObjectStore>, url: &Url) -> Arc<dyn ObjectStore> {
-    let prefix = url.path().trim_matches('/');
-    if prefix.is_empty() {
+/// The objects below `prefix`, named from there.
+fn with_prefix(inner: Arc<dyn ObjectStore>, prefix: &Path) -> Arc<dyn ObjectStore> {
+    if prefix.as_ref().is_empty() {
         inner
     } else {
-        Arc::new(PrefixStore::new(inner, prefix))
+        Arc::new(PrefixStore::new(inner, prefix.clone()))
+    }
+}
+
+/// A bucket's objects, and its own paged listings where it has them.
+pub(super) struct Bucket {
+    pub store: Arc<dyn ObjectStore>,
+    pub pages: Option<Arc<dyn PaginatedListStore>>,
+}
+
+impl Bucket {
+    fn plain(store: impl ObjectStore) -> Self {
+        Bucket {
+            store: Arc::new(store),
+            pages: None,
+        }
+    }
+
+    pub(super) fn paged(store: impl ObjectStore + PaginatedListStore) -> Self {
+        let store = Arc::new(store);
+        Bucket {
+            store: store.clone(),
+            pages: Some(store),
+        }
     }
 }
 
@@ -46,26 +71,30 @@ fn with_prefix(inner: Arc<dyn ObjectStore>, url: &Url) -> Arc<dyn ObjectStore> {
 /// local file system (`file://`). `abfs(s)://` URLs name their container in
 /// the URL and are opened from all of it.
 pub(super) fn bucket_store(url: &Url) -> Result<Arc<dyn ObjectStore>, StoreError> {
+    Ok(bucket(url)?.store)
+}
+
+fn bucket(url: &Url) -> Result<Bucket, StoreError> {
     let location = url.as_str();
     // Scheme, credentials, host and port: a host's other ports are other servers.
     let bucket_url = &url[..url::Position::BeforePath];
     Ok(match url.scheme() {
-        "file" => Arc::new(object_store::local::LocalFileSystem::new()),
-        "s3" | "s3a" => Arc::new(
+        "file" => Bucket::plain(object_store::local::LocalFileSystem::new()),
+        "s3" | "s3a" => Bucket::paged(
             object_store::aws::AmazonS3Builder::from_env()
                 .with_url(bucket_url)
                 .with_retry(retries())
                 .build()
                 .map_err(|e| bad(location, e))?,
         ),
-        "gs" => Arc::new(
+        "gs" => Bucket::paged(
             object_store::gcp::GoogleCloudStorageBuilder::from_env()
                 .with_url(bucket_url)
                 .with_retry(retries())
                 .build()
                 .map_err(|e| bad(location, e))?,
         ),
-        "az" | "azure" | "abfs" | "abfss" => Arc::new(
+        "az" | "azure" | "abfs" | "abfss" => Bucket::paged(
             object_store::azure::MicrosoftAzureBuilder::from_env()
                 // abfs URLs name the container before the account; az URLs name it as the host.
                 .with_url(if url.scheme().starts_with("abfs") { location } else { bucket_url })
@@ -73,7 +102,7 @@ pub(super) fn bucket_store(url: &Url) -> Result<Arc<dyn ObjectStore>, StoreError
                 .build()
                 .map_err(|e| bad(location, e))?,
         ),
-        "http" | "https" => Arc::new(
+        "http" | "https" => Bucket::plain(
             object_store::http::HttpBuilder::new()
                 .with_url(bucket_url)
                 .with_client_options(
@@ -106,16 +135,26 @@ pub fn open_url(location: &str) -> Result<Store, StoreError> {
     if url.scheme() == "file" {
         return Err(bad(location, "file:// URLs are opened as directories"));
     }
-    let inner = bucket_store(&url)?;
-    let inner = if url.scheme().starts_with("abfs") {
-        inner
+    // The URL's path as the backend names it (`PrefixStore` takes it so).
+    let root = if url.scheme().starts_with("abfs") {
+        Path::default()
     } else {
-        with_prefix(inner, &url)
+        Path::from(url.path().trim_matches('/'))
     };
-    // Object stores put conditionally: writers use compare-and-swap.
-    let mut store = Store::with_coordination(inner, location, Coordination::CompareAndSwap);
+    let mut store = store_below(bucket(&url)?, &root, location);
     store.ordered_listing = lists_in_key_order(&url);
     Ok(store)
+}
+
+/// A store over a bucket's objects below `root`, named from there;
+/// writers use compare-and-swap, as object stores put conditionally.
+pub(super) fn store_below(bucket: Bucket, root: &Path, description: &str) -> Store {
+    let inner = with_prefix(bucket.store, root);
+    let store = Store::with_coordination(inner, description, Coordination::CompareAndSwap);
+    match bucket.pages {
+        Some(pages) => store.with_level_pages(pages, root.as_ref()),
+        None => store,
+    }
 }
 
 /// Whether the bucket lists in key order: S3's general purpose buckets,

@@ -165,8 +165,9 @@ impl Store {
     /// order after `offset` (a whole key): its values and the folders that
     /// hold any (at the root, the mounts too), named relative to it. A
     /// directory store reads only as far as the page (and keeps large
-    /// folders' sorted names between pages); other stores list the level
-    /// whole and cut the page from it.
+    /// folders' sorted names between pages), S3, GCS and Azure list the
+    /// page by their own paged listing; other stores list the level whole
+    /// and cut the page from it.
     pub async fn list_level_page(
         &self,
         prefix: &StoreKey,
@@ -185,32 +186,21 @@ impl Store {
             _ => None,
         };
         let (store, inner) = self.route(prefix)?;
-        let Some(local) = &store.local else {
-            let level = self.list_dir_values(prefix).await?;
-            let values = level
-                .values
+        let mut entries = if let Some(local) = &store.local {
+            let found = local.list_level(&inner, after.clone(), limit).await?;
+            found
                 .into_iter()
-                .map(|(n, m)| LevelEntry::Value(n, m));
-            let folders = level
-                .prefixes
-                .into_iter()
-                .map(|p| LevelEntry::Folder(p + "/"));
-            let mut entries: Vec<LevelEntry> = values
-                .chain(folders)
-                .filter(|e| after.as_deref().is_none_or(|a| e.name() > a))
-                .collect();
-            entries.sort_by(|a, b| a.name().cmp(b.name()));
-            entries.truncate(limit);
-            return Ok(entries);
+                .map(|found| match found {
+                    walk::Found::File(name, meta) => LevelEntry::Value(name, key_meta(&meta)),
+                    walk::Found::Folder(name) => LevelEntry::Folder(name),
+                })
+                .collect()
+        } else if let Some(pages) = &store.pages {
+            let page = pages.page(&inner, after.as_deref(), limit).await;
+            page.map_err(|e| StoreError::from_backend(prefix, e))?
+        } else {
+            return self.level_cut(prefix, after.as_deref(), limit).await;
         };
-        let found = local.list_level(&inner, after.clone(), limit).await?;
-        let mut entries: Vec<LevelEntry> = found
-            .into_iter()
-            .map(|found| match found {
-                walk::Found::File(name, meta) => LevelEntry::Value(name, key_meta(&meta)),
-                walk::Found::Folder(name) => LevelEntry::Folder(name),
-            })
-            .collect();
         if prefix.is_root() && !self.mounts.is_empty() {
             let mounts = self.mounts.iter().map(|(name, _)| format!("{name}/"));
             entries.extend(
@@ -222,6 +212,32 @@ impl Store {
             entries.dedup_by(|a, b| a.name() == b.name());
             entries.truncate(limit);
         }
+        Ok(entries)
+    }
+
+    /// [`Store::list_level_page`] cut from the whole level, for stores that
+    /// list no other way.
+    async fn level_cut(
+        &self,
+        prefix: &StoreKey,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<LevelEntry>, StoreError> {
+        let level = self.list_dir_values(prefix).await?;
+        let values = level
+            .values
+            .into_iter()
+            .map(|(n, m)| LevelEntry::Value(n, m));
+        let folders = level
+            .prefixes
+            .into_iter()
+            .map(|p| LevelEntry::Folder(p + "/"));
+        let mut entries: Vec<LevelEntry> = values
+            .chain(folders)
+            .filter(|e| after.is_none_or(|a| e.name() > a))
+            .collect();
+        entries.sort_by(|a, b| a.name().cmp(b.name()));
+        entries.truncate(limit);
         Ok(entries)
     }
 

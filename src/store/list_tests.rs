@@ -68,9 +68,66 @@ pub(in crate::store) async fn pages_conform(store: &Store) {
         assert_eq!(got, keys[from..], "after {offset}");
     }
     assert!(page(None, 0).await.is_empty());
+    levels_conform(store, &keys).await;
     for key in keys {
         store.delete(&k(key)).await.unwrap();
     }
+}
+
+/// Pages of one level of `pages_conform`'s keys: values and the folders
+/// holding any, named relative to the level, after an offset that is a
+/// whole key (an entry of an earlier page, or anything between entries).
+async fn levels_conform(store: &Store, keys: &[&str]) {
+    let k = |s: &str| StoreKey::new(s).unwrap();
+    let level = |folder: &'static str, offset: Option<String>, limit: usize| async move {
+        let folder_key = k(folder);
+        let page = store.list_level_page(&folder_key, offset.as_deref(), limit);
+        let page = page.await.unwrap();
+        assert!(page.len() <= limit);
+        for entry in &page {
+            if let LevelEntry::Value(name, meta) = entry {
+                let key = format!("{folder}/{name}");
+                let i = keys.iter().position(|k| *k == key).unwrap();
+                assert_eq!(meta.size, i as u64 + 1, "{key}'s size");
+            }
+        }
+        page.iter()
+            .map(|e| e.name().to_string())
+            .collect::<Vec<_>>()
+    };
+    let whole = ["a.b", "a/", "a0", "b", "c/"];
+    for limit in [1, 2, 3, 100] {
+        let (mut got, mut offset) = (Vec::new(), None);
+        loop {
+            let next = level("p", offset, limit).await;
+            let end = next.len() < limit;
+            offset = next.last().map(|name| format!("p/{name}"));
+            got.extend(next);
+            if end {
+                break;
+            }
+        }
+        assert_eq!(got, whole, "level pages of {limit}");
+    }
+    for (offset, from) in [
+        ("p/a", 0),
+        ("p/a.b", 1),
+        ("p/a/", 2),
+        // Inside a folder: the folder comes before the offset.
+        ("p/a/x", 2),
+        ("p/a/y/zz", 2),
+        ("p/b0", 4),
+        ("p/c/", 5),
+        ("o", 0),
+        ("q", 5),
+        ("p/", 0),
+    ] {
+        let got = level("p", Some(offset.to_string()), 100).await;
+        assert_eq!(got, whole[from..], "level after {offset}");
+    }
+    assert_eq!(level("p/c", None, 100).await, ["d/", "d0"]);
+    assert_eq!(level("p/c/d", None, 100).await, ["e/"]);
+    assert!(level("p/nothing", None, 100).await.is_empty());
 }
 
 #[tokio::test]

@@ -12,6 +12,7 @@ mod key;
 mod list;
 mod local;
 mod open_files;
+mod pages;
 mod read_only;
 mod references;
 mod transaction;
@@ -163,6 +164,8 @@ pub struct Store {
     /// Its backend lists in key order (directories, memory, S3, GCS and
     /// Azure do), so a page of a listing stops at the page's end.
     ordered_listing: bool,
+    /// The backend's own paged listings of one level (S3, GCS, Azure).
+    pages: Option<Arc<pages::LevelPages>>,
 }
 
 /// The object_store path of a key: the key as it is, so that objects and
@@ -210,7 +213,20 @@ impl Store {
             repo: None,
             commits: false,
             ordered_listing: false,
+            pages: None,
         }
+    }
+
+    /// List levels a page at a time through `list`, the paged listing of
+    /// the bucket this store's objects are in, from `root` (where the
+    /// store starts in it).
+    pub(crate) fn with_level_pages(
+        mut self,
+        list: Arc<dyn object_store::list::PaginatedListStore>,
+        root: &str,
+    ) -> Self {
+        self.pages = Some(Arc::new(pages::LevelPages::new(list, root)));
+        self
     }
 
     /// A read-only store over the Icechunk repository at `location` (a

@@ -958,19 +958,26 @@ mod emulators {
             .send()
             .await
             .unwrap();
-        let s3 = |bucket: &str| {
-            let inner = object_store::aws::AmazonS3Builder::new()
+        let s3_bucket = |name: &str| {
+            object_store::aws::AmazonS3Builder::new()
                 .with_endpoint(&endpoint)
                 .with_allow_http(true)
-                .with_bucket_name(bucket)
+                .with_bucket_name(name)
                 .with_region("us-east-1")
                 .with_access_key_id("test")
                 .with_secret_access_key("test")
                 .build()
-                .unwrap();
-            Store::new(Arc::new(inner), format!("s3://{bucket}"))
+                .unwrap()
         };
-        conformance(s3("suite")).await;
+        let s3 = |name: &str, root: &str| {
+            let bucket = backends::Bucket::paged(s3_bucket(name));
+            let root = object_store::path::Path::from(root);
+            backends::store_below(bucket, &root, &format!("s3://{name}/{root}"))
+        };
+        conformance(s3("suite", "")).await;
+        // Below a folder of the bucket, as `s3://bucket/folder` opens it.
+        conformance(s3("suite", "deep/er")).await;
+        a_level_page_is_one_listing_call(s3_bucket("suite")).await;
     }
 
     #[tokio::test]
@@ -1008,8 +1015,68 @@ mod emulators {
                 .with_container_name(container)
                 .build()
                 .unwrap();
-            Store::new(Arc::new(inner), format!("az://{container}"))
+            let bucket = backends::Bucket::paged(inner);
+            backends::store_below(bucket, &Default::default(), &format!("az://{container}"))
         };
         conformance(azure("suite")).await;
+    }
+
+    /// A bucket's paged listing, counting its calls.
+    struct Counted {
+        inner: object_store::aws::AmazonS3,
+        calls: std::sync::atomic::AtomicUsize,
+    }
+
+    #[async_trait::async_trait]
+    impl object_store::list::PaginatedListStore for Counted {
+        async fn list_paginated(
+            &self,
+            prefix: Option<&str>,
+            opts: object_store::list::PaginatedListOptions,
+        ) -> object_store::Result<object_store::list::PaginatedListResult> {
+            self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            self.inner.list_paginated(prefix, opts).await
+        }
+    }
+
+    /// A page of a level costs one call of the bucket's own paged listing,
+    /// however many values the level holds (listing the level whole would
+    /// take two calls of a thousand here, and none through `Counted`).
+    async fn a_level_page_is_one_listing_call(s3: object_store::aws::AmazonS3) {
+        use futures::StreamExt;
+        let counted = Arc::new(Counted {
+            inner: s3.clone(),
+            calls: Default::default(),
+        });
+        let bucket = backends::Bucket {
+            store: Arc::new(s3),
+            pages: Some(counted.clone()),
+        };
+        let store = backends::store_below(bucket, &"flat".into(), "s3://suite/flat");
+        let names: Vec<String> = (0..1050).map(|i| format!("k{i:04}")).collect();
+        let puts = names.iter().map(|name| {
+            let store = &store;
+            async move {
+                let key = StoreKey::new(name).unwrap();
+                store.put(&key, Bytes::from_static(b"1")).await.unwrap();
+            }
+        });
+        futures::stream::iter(puts)
+            .buffer_unordered(16)
+            .collect::<Vec<_>>()
+            .await;
+        let calls = || counted.calls.load(std::sync::atomic::Ordering::SeqCst);
+        let root = StoreKey::root();
+        let first = store.list_level_page(&root, None, 10).await.unwrap();
+        let first: Vec<&str> = first.iter().map(|e| e.name()).collect();
+        assert_eq!(first, names[..10]);
+        assert_eq!(calls(), 1);
+        let last = store
+            .list_level_page(&root, Some("k1040"), 100)
+            .await
+            .unwrap();
+        let last: Vec<&str> = last.iter().map(|e| e.name()).collect();
+        assert_eq!(last, names[1041..]);
+        assert_eq!(calls(), 2);
     }
 }

@@ -171,3 +171,35 @@ def test_store_outage_fails_readiness_and_requests_then_recovers():
     finally:
         stop(proc)
         stop(moto)
+
+
+def test_s3_api_pages_a_level_of_the_bucket(servers):
+    # Keys written through zarrd, then listed back through its S3 API in
+    # small pages, with and without `/`: what the bucket's own paged
+    # listing answers, rolled up and ordered as S3 orders it.
+    import boto3
+    from botocore import UNSIGNED
+    from botocore.config import Config
+
+    a, _ = servers
+    names = ["a.b", "a/x", "a/y/z", "a0", "b", "c/d/e", "c/d0"] + [f"k{i:02}" for i in range(23)]
+    for name in names:
+        assert call("PUT", f"{a}/zarr/level/{name}", name.encode())[0] in (201, 204)
+    s3 = boto3.client("s3", endpoint_url=f"{a}/s3", region_name="us-east-1", config=Config(signature_version=UNSIGNED))
+    level = sorted({n.split("/")[0] + "/" if "/" in n else n for n in names})
+    for size in (1, 4, 1000):
+        pages = s3.get_paginator("list_objects_v2").paginate(
+            Bucket="zarr", Prefix="level/", Delimiter="/", PaginationConfig={"PageSize": size})
+        got = []
+        for page in pages:
+            got.extend(o["Key"] for o in page.get("Contents", []))
+            got.extend(p["Prefix"] for p in page.get("CommonPrefixes", []))
+            assert len(page.get("Contents", [])) + len(page.get("CommonPrefixes", [])) <= size
+        assert sorted(got) == [f"level/{n}" for n in level], size
+    listed = s3.list_objects_v2(Bucket="zarr", Prefix="level/a", Delimiter="/", StartAfter="level/a.b")
+    assert [p["Prefix"] for p in listed["CommonPrefixes"]] == ["level/a/"]
+    assert [o["Key"] for o in listed["Contents"]] == ["level/a0"]
+    listed = s3.list_objects_v2(Bucket="zarr", Prefix="level/c/", Delimiter="/")
+    assert [p["Prefix"] for p in listed["CommonPrefixes"]] == ["level/c/d/"]
+    assert [o["Key"] for o in listed["Contents"]] == ["level/c/d0"]
+    assert s3.get_object(Bucket="zarr", Key="level/a/y/z")["Body"].read() == b"a/y/z"

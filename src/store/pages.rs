@@ -1,0 +1,111 @@
+//! One level of a bucket, a page at a time, as the backend lists it: S3's,
+//! GCS's and Azure's list calls take a delimiter, a key to start after and
+//! a page size, so a page of a folder holding a million values costs one
+//! call instead of the whole level.
+
+use std::sync::Arc;
+
+use object_store::list::{PaginatedListOptions, PaginatedListStore};
+use object_store::path::Path;
+
+use super::{is_internal, key_meta, LevelEntry, StoreKey};
+
+/// Paged level listings of the bucket a store's objects are in.
+pub(super) struct LevelPages {
+    list: Arc<dyn PaginatedListStore>,
+    /// Where the store's objects start in the bucket (the URL's path, with
+    /// a `/` after it), or empty for the whole bucket.
+    root: String,
+}
+
+impl std::fmt::Debug for LevelPages {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LevelPages")
+            .field("root", &self.root)
+            .finish_non_exhaustive()
+    }
+}
+
+impl LevelPages {
+    pub(super) fn new(list: Arc<dyn PaginatedListStore>, root: &str) -> Self {
+        let root = root.trim_matches('/');
+        LevelPages {
+            list,
+            root: if root.is_empty() {
+                String::new()
+            } else {
+                format!("{root}/")
+            },
+        }
+    }
+
+    /// Up to `limit` entries directly below `folder` (a key of the store)
+    /// whose names come after `after`, in name order: what
+    /// [`super::Store::list_level_page`] answers.
+    pub(super) async fn page(
+        &self,
+        folder: &StoreKey,
+        after: Option<&str>,
+        limit: usize,
+    ) -> object_store::Result<Vec<LevelEntry>> {
+        let base = if folder.is_root() {
+            self.root.clone()
+        } else {
+            format!("{}{folder}/", self.root)
+        };
+        // The backend starts after a key: after a folder, past the keys in
+        // it (bar those going on with `char::MAX`, whose folder comes
+        // again and is dropped below).
+        let offset = after.map(|a| match a.ends_with('/') {
+            true => format!("{base}{a}{}", char::MAX),
+            false => format!("{base}{a}"),
+        });
+        let mut entries = Vec::new();
+        let mut token = None;
+        loop {
+            let opts = PaginatedListOptions {
+                offset: offset.clone(),
+                delimiter: Some("/".into()),
+                // A page may come back shorter than asked (the backend's
+                // own cap, names dropped below); the loop asks for more.
+                max_keys: Some(limit.saturating_sub(entries.len()).clamp(1, 1000)),
+                page_token: token.take(),
+                ..Default::default()
+            };
+            let listed = self
+                .list
+                .list_paginated((!base.is_empty()).then_some(base.as_str()), opts)
+                .await?;
+            // A location's name in the level, `/` after a folder's, when
+            // it is one to list.
+            let name = |location: &Path, folder: bool| -> Option<String> {
+                let name = location.as_ref().strip_prefix(base.as_str())?;
+                let key = StoreKey::new(&location.as_ref()[self.root.len()..]).ok()?;
+                if name.is_empty() || is_internal(key.as_str()) {
+                    return None;
+                }
+                let name = if folder {
+                    format!("{name}/")
+                } else {
+                    name.to_string()
+                };
+                after.is_none_or(|a| name.as_str() > a).then_some(name)
+            };
+            let values = listed.result.objects.iter().filter_map(|m| {
+                let name = name(&m.location, false)?;
+                Some(LevelEntry::Value(name, key_meta(m)))
+            });
+            let folders = listed.result.common_prefixes.iter();
+            let folders = folders.filter_map(|p| Some(LevelEntry::Folder(name(p, true)?)));
+            entries.extend(values.chain(folders));
+            token = listed.page_token;
+            if entries.len() >= limit || token.is_none() {
+                break;
+            }
+        }
+        entries.sort_by(|a, b| a.name().cmp(b.name()));
+        entries.dedup_by(|a, b| a.name() == b.name());
+        entries.truncate(limit);
+        Ok(entries)
+    }
+}
