@@ -197,7 +197,10 @@ impl Store {
                 .collect()
         } else if let Some(pages) = &store.pages {
             let page = pages.page(&inner, after.as_deref(), limit).await;
-            page.map_err(|e| StoreError::from_backend(prefix, e))?
+            match page.map_err(|e| StoreError::from_backend(prefix, e))? {
+                Some(page) => page,
+                None => return self.level_cut(prefix, after.as_deref(), limit).await,
+            }
         } else {
             return self.level_cut(prefix, after.as_deref(), limit).await;
         };

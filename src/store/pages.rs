@@ -41,13 +41,16 @@ impl LevelPages {
 
     /// Up to `limit` entries directly below `folder` (a key of the store)
     /// whose names come after `after`, in name order: what
-    /// [`super::Store::list_level_page`] answers.
+    /// [`super::Store::list_level_page`] answers. `None` when the bucket
+    /// lists values from before the offset (a service that ignores the key
+    /// to start after, as some emulators do): paging through it would read
+    /// the level from its start for every page.
     pub(super) async fn page(
         &self,
         folder: &StoreKey,
         after: Option<&str>,
         limit: usize,
-    ) -> object_store::Result<Vec<LevelEntry>> {
+    ) -> object_store::Result<Option<Vec<LevelEntry>>> {
         let base = if folder.is_root() {
             self.root.clone()
         } else {
@@ -76,6 +79,15 @@ impl LevelPages {
                 .list
                 .list_paginated((!base.is_empty()).then_some(base.as_str()), opts)
                 .await?;
+            if let Some(offset) = &offset {
+                let objects = listed.result.objects.iter();
+                if objects
+                    .map(|m| m.location.as_ref())
+                    .any(|key| key <= offset.as_str())
+                {
+                    return Ok(None);
+                }
+            }
             // A location's name in the level, `/` after a folder's, when
             // it is one to list.
             let name = |location: &Path, folder: bool| -> Option<String> {
@@ -106,6 +118,6 @@ impl LevelPages {
         entries.sort_by(|a, b| a.name().cmp(b.name()));
         entries.dedup_by(|a, b| a.name() == b.name());
         entries.truncate(limit);
-        Ok(entries)
+        Ok(Some(entries))
     }
 }
