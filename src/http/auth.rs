@@ -22,13 +22,15 @@ fn escalate(needed: Scope, method: &Method, path: &str, query: Option<&str>) -> 
         path.strip_prefix("/zarr/").is_some_and(|k| {
             let key = percent_decode_str(k).decode_utf8_lossy();
             let name = key.trim_end_matches('/').rsplit('/').next().unwrap_or("");
-            NODE_DOCUMENTS.contains(&name)
+            // Consolidated metadata is what readers open a whole hierarchy by.
+            NODE_DOCUMENTS.contains(&name) || name == ".zmetadata"
         })
     };
     match *method {
         // Replacing a node deletes everything below it first.
         Method::PUT if path.starts_with("/api/v1/meta/") && overwrites(query) => Scope::Admin,
-        // Deleting a node's metadata document removes the node.
+        // Deleting a node's metadata document removes the node (and
+        // deleting `.zmetadata` every node to readers that open by it).
         Method::DELETE if document() => Scope::Admin,
         _ => needed,
     }

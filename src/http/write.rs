@@ -72,6 +72,7 @@ fn writable_key(raw: &str) -> ApiResult<StoreKey> {
 pub async fn put_key(
     State(state): State<AppState>,
     ApiPath(raw): ApiPath<String>,
+    caller: Option<axum::Extension<super::auth::Caller>>,
     headers: HeaderMap,
     ApiBody(value): ApiBody,
 ) -> ApiResult<Response> {
@@ -82,7 +83,13 @@ pub async fn put_key(
         request_etags(&headers, header::IF_NONE_MATCH).is_some_and(|t| t.iter().any(|t| t == "*"));
     state
         .service
-        .put_key(&key, value, if_match, create_only)
+        .put_key(
+            &key,
+            value,
+            if_match,
+            create_only,
+            caller.is_some_and(|c| c.admin),
+        )
         .await
         .map_err(|e| match e.kind {
             ErrorKind::PreconditionFailed => ApiError::new(

@@ -113,6 +113,7 @@ impl From<ZarrError> for ServiceError {
             }
             ZarrError::NodeNotFound { .. } => (NotFound, "not_found"),
             ZarrError::NodeExists { .. } => (Conflict, "exists"),
+            ZarrError::InsideArray { .. } => (Conflict, "inside_array"),
             ZarrError::WrongNodeType {
                 expected: "array", ..
             } => (InvalidInput, "not_an_array"),

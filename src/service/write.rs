@@ -9,7 +9,7 @@ use super::events::{bounds, Change, ChangeKind};
 use super::{Result, Service, ServiceError};
 use crate::store::{Replacement, StoreError, StoreKey, Versioned};
 use crate::zarr::metadata::{
-    v1, v2, v3, DOCUMENT_NAMES, MAX_CONSOLIDATED_BYTES, MAX_DOCUMENT_BYTES,
+    v1, v2, v3, DOCUMENT_NAMES, MAX_CONSOLIDATED_BYTES, MAX_DOCUMENT_BYTES, NODE_DOCUMENTS,
 };
 use crate::zarr::{Array, ArrayBytes, ArrayMetadata, ArraySpec, NodeMetadata, Resolved, ZarrError};
 
@@ -286,16 +286,23 @@ impl Service {
 
     /// Store a raw value, under a condition: `if_match` (ETags, `*` for any)
     /// and/or `create_only`. Metadata documents must parse and, for arrays,
-    /// have codecs that can be built, as created nodes do.
+    /// have codecs that can be built, as created nodes do; one that
+    /// replaces a node (see [`NodeMetadata::replaced_by`]), or makes a node
+    /// of another format or kind beside its document, only `may_replace`.
     pub async fn put_key(
         &self,
         key: &StoreKey,
         value: Bytes,
         if_match: Option<Vec<String>>,
         create_only: bool,
+        may_replace: bool,
     ) -> Result<()> {
-        check_document(key, &value)?;
-        let conditional = if_match.is_some() || create_only;
+        let node = check_document(key, &value)?;
+        let guarded = node.as_ref().filter(|_| !may_replace);
+        if guarded.is_some() {
+            self.refuse_other_documents(key).await?;
+        }
+        let conditional = if_match.is_some() || create_only || guarded.is_some();
         let result = self
             .store
             .update(key, !conditional, |current: Option<Versioned>| {
@@ -306,10 +313,19 @@ impl Service {
                     || if_match
                         .as_ref()
                         .is_some_and(|tags| !crate::store::etags_match(tags, stored));
+                let replaced = match (guarded, &current) {
+                    (Some(new), Some(current)) => {
+                        stored_node(key, &current.bytes).and_then(|old| old.replaced_by(new))
+                    }
+                    _ => None,
+                };
                 let check = if refused {
                     Err(StoreError::Precondition {
                         key: key.to_string(),
-                    })
+                    }
+                    .into())
+                } else if let Some(why) = replaced {
+                    Err(needs_admin(key, &why))
                 } else {
                     Ok(Replacement {
                         bytes: value.to_vec(),
@@ -320,8 +336,23 @@ impl Service {
             })
             .await;
         self.changed_key(key).await;
-        result.map_err(|e: StoreError| ServiceError::from(e))?;
+        result.map_err(|e: ServiceError| e)?;
         self.notify(Change::new(key, ChangeKind::Key));
+        Ok(())
+    }
+
+    /// Refuse a node document beside another one of the node (a `.zgroup`
+    /// by an array's `.zarray`, a `zarr.json` by a v2 node's): it would
+    /// make the node another.
+    async fn refuse_other_documents(&self, key: &StoreKey) -> Result<()> {
+        let node = key.parent().unwrap_or_else(StoreKey::root);
+        for name in NODE_DOCUMENTS.iter().filter(|n| **n != key.name()) {
+            let other = node.join(name)?;
+            if self.store.head(&other).await?.is_some() {
+                let why = format!("'{other}' already makes '{node}' a node");
+                return Err(needs_admin(key, &why));
+            }
+        }
         Ok(())
     }
 
@@ -337,10 +368,11 @@ impl Service {
 
 /// A metadata document must parse as what its name says, and an array's
 /// codecs must build, before it is stored: a client cannot break a node.
-fn check_document(key: &StoreKey, value: &[u8]) -> Result<()> {
+/// The node a node document (`zarr.json`, `.zarray`, `.zgroup`) makes.
+fn check_document(key: &StoreKey, value: &[u8]) -> Result<Option<NodeMetadata>> {
     let name = key.name();
     if !DOCUMENT_NAMES.contains(&name) {
-        return Ok(());
+        return Ok(None);
     }
     let limit = if name == ".zmetadata" {
         MAX_CONSOLIDATED_BYTES
@@ -356,18 +388,23 @@ fn check_document(key: &StoreKey, value: &[u8]) -> Result<()> {
     let bad = |e: ZarrError| ServiceError::unprocessable("bad_metadata", e.to_string());
     let doc = crate::zarr::metadata::parse_json(key.as_str(), value).map_err(bad)?;
     let node = key.parent().unwrap_or_else(StoreKey::root);
-    let array = |meta: ArrayMetadata| Array::check_metadata(&node, &meta);
+    let array = |meta: ArrayMetadata| {
+        Array::check_metadata(&node, &meta)?;
+        Ok(Some(NodeMetadata::Array(Box::new(meta))))
+    };
     let checked = match name {
         "zarr.json" => v3::parse(key.as_str(), &doc).and_then(|n| match n {
             NodeMetadata::Array(meta) => array(*meta),
-            NodeMetadata::Group(_) => Ok(()),
+            group => Ok(Some(group)),
         }),
         ".zarray" => v2::parse_array(key.as_str(), &doc, None).and_then(array),
-        ".zgroup" => v2::parse_group(key.as_str(), &doc, None).map(|_| ()),
-        ".zmetadata" => v2::parse_consolidated(key.as_str(), &doc).map(|_| ()),
+        ".zgroup" => {
+            v2::parse_group(key.as_str(), &doc, None).map(|g| Some(NodeMetadata::Group(g)))
+        }
+        ".zmetadata" => v2::parse_consolidated(key.as_str(), &doc).map(|_| None),
         "meta" => v1::parse(key.as_str(), &doc, None).and_then(array),
         _ => match doc {
-            Value::Object(_) => Ok(()),
+            Value::Object(_) => Ok(None),
             _ => Err(ZarrError::metadata(
                 key.as_str(),
                 "attributes must be a JSON object",
@@ -375,4 +412,26 @@ fn check_document(key: &StoreKey, value: &[u8]) -> Result<()> {
         },
     };
     checked.map_err(bad)
+}
+
+/// The node a stored node document makes, if it still parses.
+fn stored_node(key: &StoreKey, bytes: &[u8]) -> Option<NodeMetadata> {
+    let doc = crate::zarr::metadata::parse_json(key.as_str(), bytes).ok()?;
+    match key.name() {
+        "zarr.json" => v3::parse(key.as_str(), &doc).ok(),
+        ".zarray" => v2::parse_array(key.as_str(), &doc, None)
+            .ok()
+            .map(|a| NodeMetadata::Array(Box::new(a))),
+        ".zgroup" => v2::parse_group(key.as_str(), &doc, None)
+            .ok()
+            .map(NodeMetadata::Group),
+        _ => None,
+    }
+}
+
+fn needs_admin(key: &StoreKey, why: &str) -> ServiceError {
+    ServiceError::forbidden(
+        "forbidden",
+        format!("storing '{key}' replaces the node, which needs the admin scope: {why}"),
+    )
 }

@@ -101,7 +101,17 @@ impl Hierarchy {
         let (key, node) = self.attributes_key(path).await?;
         let v3 = node.zarr_format() == 3;
         self.update_document(&key, |doc| {
-            let mut doc = doc.unwrap_or_else(|| Value::Object(Map::new()));
+            // A v2 node without attributes has no `.zattrs`; a v3 node
+            // without its document was deleted meanwhile.
+            let mut doc = match doc {
+                Some(doc) => doc,
+                None if v3 => {
+                    return Err(ZarrError::NodeNotFound {
+                        path: path.to_string(),
+                    })
+                }
+                None => Value::Object(Map::new()),
+            };
             if v3 {
                 merge_patch(
                     doc.as_object_mut()

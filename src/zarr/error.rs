@@ -16,6 +16,9 @@ pub enum ZarrError {
     /// A node exists where it must not (create without overwrite).
     #[error("a node already exists at '{path}'")]
     NodeExists { path: String },
+    /// A node would be created below an array, whose chunk keys it would share.
+    #[error("cannot create a node at '{path}': '{array}' is an array, whose chunk keys its keys would share")]
+    InsideArray { path: String, array: String },
     /// An operation needs an array but found a group, or the other way round.
     #[error("'{path}' is a {found}, not a {expected}")]
     WrongNodeType {
@@ -95,6 +98,10 @@ impl ZarrError {
             },
             ZarrError::NodeNotFound { path } => ZarrError::NodeNotFound { path: path.clone() },
             ZarrError::NodeExists { path } => ZarrError::NodeExists { path: path.clone() },
+            ZarrError::InsideArray { path, array } => ZarrError::InsideArray {
+                path: path.clone(),
+                array: array.clone(),
+            },
             ZarrError::WrongNodeType {
                 path,
                 expected,

@@ -16,7 +16,7 @@ use super::metadata::{
     document_bytes, parse_json, v1, v2, v3, ArrayMetadata, CodecSpec, GroupMetadata, NodeMetadata,
     Order, NODE_DOCUMENTS,
 };
-use crate::store::{Store, StoreKey};
+use crate::store::{PutCondition, Store, StoreError, StoreKey};
 
 /// A Zarr hierarchy in a store.
 #[derive(Debug, Clone)]
@@ -309,19 +309,30 @@ impl Hierarchy {
         Ok(false)
     }
 
-    /// Create groups for every missing ancestor of `path`.
+    /// Create groups for every missing ancestor of `path`, refusing a path
+    /// below an array. A parent another writer creates meanwhile is kept
+    /// as that writer stored it.
     async fn create_parents(&self, path: &StoreKey, zarr_format: u8) -> Result<()> {
         let mut parent = path.parent();
         let mut missing = Vec::new();
         while let Some(p) = parent {
             if self.exists(&p).await? {
+                if let NodeMetadata::Array(_) = self.node(&p).await? {
+                    return Err(ZarrError::InsideArray {
+                        path: path.to_string(),
+                        array: p.to_string(),
+                    });
+                }
                 break;
             }
             parent = p.parent();
             missing.push(p);
         }
         for p in missing.into_iter().rev() {
-            self.write_group(&p, zarr_format, &Map::new()).await?;
+            match self.write_group(&p, zarr_format, &Map::new(), false).await {
+                Ok(()) | Err(ZarrError::NodeExists { .. }) => {}
+                Err(e) => return Err(e),
+            }
         }
         Ok(())
     }
@@ -332,19 +343,48 @@ impl Hierarchy {
         Ok(())
     }
 
+    /// Store the document that makes `path` a node; unless `overwrite`,
+    /// only if no writer stored one meanwhile (of two creates racing, one
+    /// is told the node exists).
+    async fn put_node_document(
+        &self,
+        path: &StoreKey,
+        name: &str,
+        doc: &Value,
+        overwrite: bool,
+    ) -> Result<()> {
+        let key = doc_key(path, name)?;
+        let bytes = document_bytes(key.as_str(), doc)?;
+        let condition = if overwrite {
+            PutCondition::Overwrite
+        } else {
+            PutCondition::Create
+        };
+        match self.store.put_with(&key, bytes.into(), condition).await {
+            Ok(_) => Ok(()),
+            Err(StoreError::AlreadyExists { .. }) => Err(ZarrError::NodeExists {
+                path: path.to_string(),
+            }),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     async fn write_group(
         &self,
         path: &StoreKey,
         zarr_format: u8,
         attributes: &Map<String, Value>,
+        overwrite: bool,
     ) -> Result<()> {
         match zarr_format {
             3 => {
-                self.put_json(doc_key(path, "zarr.json")?, &v3::group_document(attributes))
+                let doc = v3::group_document(attributes);
+                self.put_node_document(path, "zarr.json", &doc, overwrite)
                     .await
             }
             2 => {
-                self.put_json(doc_key(path, ".zgroup")?, &json!({"zarr_format": 2}))
+                let doc = json!({"zarr_format": 2});
+                self.put_node_document(path, ".zgroup", &doc, overwrite)
                     .await?;
                 if !attributes.is_empty() {
                     self.put_json(
@@ -387,7 +427,8 @@ impl Hierarchy {
         overwrite: bool,
     ) -> Result<()> {
         self.prepare_create(path, zarr_format, overwrite).await?;
-        self.write_group(path, zarr_format, &attributes).await
+        self.write_group(path, zarr_format, &attributes, overwrite)
+            .await
     }
 
     /// The metadata `spec` describes, checked by building its codecs.
@@ -501,7 +542,13 @@ impl Hierarchy {
         }
         self.prepare_create(path, spec.zarr_format, overwrite)
             .await?;
-        self.write_array_metadata(path, &meta).await?;
+        let mut documents = array_documents(&meta).into_iter();
+        if let Some((name, doc)) = documents.next() {
+            self.put_node_document(path, name, &doc, overwrite).await?;
+        }
+        for (name, doc) in documents {
+            self.put_json(doc_key(path, name)?, &doc).await?;
+        }
         Ok(array)
     }
 
@@ -526,6 +573,11 @@ impl Hierarchy {
             return Err(ZarrError::NodeNotFound {
                 path: path.to_string(),
             });
+        }
+        // The node's documents first, each as writers of it coordinate (an
+        // attribute patch under way finishes before, or finds the node gone).
+        for name in NODE_DOCUMENTS.iter().chain([&".zattrs"]) {
+            self.store.delete_if(&doc_key(path, name)?, None).await?;
         }
         self.store.delete_prefix(path).await?;
         Ok(())

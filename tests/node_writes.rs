@@ -1,0 +1,330 @@
+//! Writes of whole nodes (creating, deleting, patching attributes, storing
+//! a node's document raw) against each other and against scopes: two
+//! creates of one node, a node below an array, a patch racing a delete, a
+//! write token replacing a node through its document.
+
+mod common;
+
+use common::call;
+
+use axum::body::Body;
+use axum::http::{Method, StatusCode};
+use serde_json::{json, Value};
+use zarrd::auth::{Scope, TokenConfig};
+use zarrd::config::{Config, Recheck};
+use zarrd::http::{router, AppState};
+use zarrd::store::Store;
+
+fn writable() -> Config {
+    Config {
+        allow_anonymous_writes: true,
+        recheck_cached: Recheck::Always,
+        ..Config::default()
+    }
+}
+
+fn code(body: &[u8]) -> String {
+    serde_json::from_slice::<Value>(body).unwrap_or(Value::Null)["error"]["code"]
+        .as_str()
+        .unwrap_or("")
+        .to_string()
+}
+
+fn array(shape: u64, dtype: &str) -> String {
+    json!({"node_type": "array", "shape": [shape], "chunks": [4], "dtype": dtype}).to_string()
+}
+
+/// Every store writers share: a directory (file locks) and memory
+/// (compare-and-swap).
+fn stores() -> Vec<(tempfile::TempDir, Store)> {
+    let dir = tempfile::tempdir().unwrap();
+    let local = Store::local(dir.path()).unwrap();
+    vec![
+        (dir, local),
+        (tempfile::tempdir().unwrap(), Store::memory()),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn of_creates_racing_for_one_node_one_is_created() {
+    for (_dir, store) in stores() {
+        let app = router(AppState::new(store, writable()));
+        for round in 0..10 {
+            let path = format!("/api/v1/meta/race/n{round}");
+            let creates = (0..8).map(|i| {
+                let (app, path) = (app.clone(), path.clone());
+                let spec = json!({"node_type": "group", "attributes": {"writer": i}});
+                tokio::spawn(
+                    async move { call(&app, Method::PUT, &path, &[], spec.to_string()).await },
+                )
+            });
+            let mut created = Vec::new();
+            for (i, done) in futures::future::join_all(creates)
+                .await
+                .into_iter()
+                .enumerate()
+            {
+                let (s, _, b) = done.unwrap();
+                match s {
+                    StatusCode::CREATED => created.push(i),
+                    StatusCode::CONFLICT => assert_eq!(code(&b), "exists"),
+                    other => panic!("{other}: {}", String::from_utf8_lossy(&b)),
+                }
+            }
+            assert_eq!(created.len(), 1, "round {round}: created by {created:?}");
+            let (_, _, b) = call(&app, Method::GET, &path, &[], Body::empty()).await;
+            let node: Value = serde_json::from_slice(&b).unwrap();
+            assert_eq!(
+                node["attributes"]["writer"],
+                json!(created[0]),
+                "the one told 201 made it"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn no_node_is_created_below_an_array() {
+    let (_dir, store) = stores().remove(0);
+    let app = router(AppState::new(store, writable()));
+    let spec = json!({"node_type": "array", "shape": [20, 20], "chunks": [2, 2], "dtype": "int8",
+                      "zarr_format": 2, "chunk_key_separator": "/"});
+    let (s, _, b) = call(&app, Method::PUT, "/api/v1/meta/q/a", &[], spec.to_string()).await;
+    assert_eq!(s, StatusCode::CREATED, "{}", String::from_utf8_lossy(&b));
+    // `q/a/7` would share the keys `q/a/7/0`, ... with the array's chunks.
+    for path in ["q/a/7", "q/a/x/y"] {
+        let uri = format!("/api/v1/meta/{path}");
+        let (s, _, b) = call(&app, Method::PUT, &uri, &[], array(4, "int8")).await;
+        assert_eq!(
+            s,
+            StatusCode::CONFLICT,
+            "{path}: {}",
+            String::from_utf8_lossy(&b)
+        );
+        assert_eq!(code(&b), "inside_array");
+        assert!(String::from_utf8_lossy(&b).contains("'q/a' is an array"));
+    }
+    let (s, _, _) = call(&app, Method::GET, "/api/v1/meta/q/a/x", &[], Body::empty()).await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "no parent was made on the way");
+    let (s, _, _) = call(&app, Method::PUT, "/api/v1/meta/q/b", &[], array(4, "int8")).await;
+    assert_eq!(s, StatusCode::CREATED, "beside the array is fine");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_patch_racing_a_delete_does_not_bring_the_node_back() {
+    for (_dir, store) in stores() {
+        let app = router(AppState::new(store, writable()));
+        for round in 0..30 {
+            let path = format!("/api/v1/meta/g{round}");
+            let (s, _, _) = call(&app, Method::PUT, &path, &[], array(8, "int32")).await;
+            assert_eq!(s, StatusCode::CREATED);
+            let patch = {
+                let (app, path) = (app.clone(), path.clone());
+                let body = json!({"attributes": {"x": 1}}).to_string();
+                tokio::spawn(async move { call(&app, Method::PATCH, &path, &[], body).await })
+            };
+            let delete = {
+                let (app, path) = (app.clone(), path.clone());
+                tokio::spawn(
+                    async move { call(&app, Method::DELETE, &path, &[], Body::empty()).await },
+                )
+            };
+            let (patched, deleted) = (patch.await.unwrap(), delete.await.unwrap());
+            assert_eq!(deleted.0, StatusCode::NO_CONTENT);
+            // Either order is fine; what is left must be what that order leaves.
+            assert!(
+                patched.0 == StatusCode::OK || patched.0 == StatusCode::NOT_FOUND,
+                "{}: {}",
+                patched.0,
+                String::from_utf8_lossy(&patched.2)
+            );
+            let (s, _, b) = call(&app, Method::GET, &path, &[], Body::empty()).await;
+            assert_eq!(
+                s,
+                StatusCode::NOT_FOUND,
+                "round {round}: {}",
+                String::from_utf8_lossy(&b)
+            );
+            let (s, _, _) = call(&app, Method::PUT, &path, &[], array(8, "int32")).await;
+            assert_eq!(
+                s,
+                StatusCode::CREATED,
+                "round {round}: the path is free again"
+            );
+        }
+        // A patch of a node deleted before it stores nothing.
+        let (s, _, _) = call(
+            &app,
+            Method::PUT,
+            "/api/v1/meta/gone",
+            &[],
+            array(8, "int32"),
+        )
+        .await;
+        assert_eq!(s, StatusCode::CREATED);
+        let (s, _, _) = call(
+            &app,
+            Method::DELETE,
+            "/api/v1/meta/gone",
+            &[],
+            Body::empty(),
+        )
+        .await;
+        assert_eq!(s, StatusCode::NO_CONTENT);
+        let body = json!({"attributes": {"x": 1}}).to_string();
+        let (s, _, _) = call(&app, Method::PATCH, "/api/v1/meta/gone", &[], body).await;
+        assert_eq!(s, StatusCode::NOT_FOUND);
+        let (s, _, _) = call(
+            &app,
+            Method::GET,
+            "/zarr/gone/zarr.json",
+            &[],
+            Body::empty(),
+        )
+        .await;
+        assert_eq!(s, StatusCode::NOT_FOUND);
+    }
+}
+
+const BEARER: (&str, &str) = ("authorization", "Bearer pipeline-token-0123456789");
+
+fn scoped(scope: Scope) -> Config {
+    Config {
+        tokens: vec![TokenConfig {
+            name: Some("pipeline".into()),
+            token: Some("pipeline-token-0123456789".into()),
+            token_sha256: None,
+            scopes: vec![scope],
+            prefixes: vec![],
+            access_key_id: None,
+        }],
+        // Two servers on one store here: neither trusts what it cached.
+        recheck_cached: Recheck::Always,
+        ..Config::default()
+    }
+}
+
+#[tokio::test]
+async fn a_write_token_edits_a_node_through_its_document_but_does_not_replace_it() {
+    let store = Store::memory();
+    let admin = router(AppState::new(store.clone(), scoped(Scope::Admin)));
+    let writer = router(AppState::new(store.clone(), scoped(Scope::Write)));
+    for (path, spec) in [
+        ("v3", array(8, "int32")),
+        ("v2", json!({"node_type": "array", "shape": [8], "chunks": [4], "dtype": "int32", "zarr_format": 2}).to_string()),
+        ("g", json!({"node_type": "group"}).to_string()),
+        ("g2", json!({"node_type": "group", "zarr_format": 2}).to_string()),
+    ] {
+        let uri = format!("/api/v1/meta/{path}");
+        let (s, _, _) = call(&admin, Method::PUT, &uri, &[BEARER], spec).await;
+        assert_eq!(s, StatusCode::CREATED);
+    }
+    let stored = |key: &'static str| {
+        let app = admin.clone();
+        async move {
+            let (s, _, b) = call(
+                &app,
+                Method::GET,
+                &format!("/zarr/{key}"),
+                &[BEARER],
+                Body::empty(),
+            )
+            .await;
+            assert_eq!(s, StatusCode::OK);
+            serde_json::from_slice::<Value>(&b).unwrap()
+        }
+    };
+    let v3 = stored("v3/zarr.json").await;
+    let v2 = stored("v2/.zarray").await;
+    let edited = |doc: &Value, field: &str, value: Value| {
+        let mut doc = doc.clone();
+        doc[field] = value;
+        doc.to_string()
+    };
+    let put = |app: &axum::Router, key: &str, body: String| {
+        let (app, uri) = (app.clone(), format!("/zarr/{key}"));
+        async move { call(&app, Method::PUT, &uri, &[BEARER], body).await }
+    };
+    let replacing = [
+        ("v3/zarr.json", edited(&v3, "shape", json!([2]))),
+        ("v3/zarr.json", edited(&v3, "data_type", json!("int16"))),
+        ("v3/zarr.json", edited(&v3, "fill_value", json!(7))),
+        (
+            "v3/zarr.json",
+            json!({"zarr_format": 3, "node_type": "group"}).to_string(),
+        ),
+        ("v2/.zarray", edited(&v2, "dtype", json!("<i2"))),
+        ("v2/.zarray", edited(&v2, "chunks", json!([2]))),
+        // A document of another kind or format beside the node's own.
+        ("v2/.zgroup", json!({"zarr_format": 2}).to_string()),
+        ("v2/zarr.json", v3.to_string()),
+        ("g2/.zarray", v2.to_string()),
+        ("g/zarr.json", v3.to_string()),
+    ];
+    for (key, doc) in &replacing {
+        let (s, _, b) = put(&writer, key, doc.clone()).await;
+        assert_eq!(
+            s,
+            StatusCode::FORBIDDEN,
+            "{key} {doc}: {}",
+            String::from_utf8_lossy(&b)
+        );
+        assert!(String::from_utf8_lossy(&b).contains("admin scope"));
+    }
+    assert_eq!(stored("v3/zarr.json").await, v3, "nothing was stored");
+    assert_eq!(stored("v2/.zarray").await, v2);
+    // Edits: attributes, dimension names, a shape that grows, a new node.
+    let mut doc = v3.clone();
+    doc["attributes"] = json!({"units": "m"});
+    doc["dimension_names"] = json!(["x"]);
+    doc["shape"] = json!([12]);
+    for (key, doc) in [
+        ("v3/zarr.json", doc.to_string()),
+        ("v2/.zarray", edited(&v2, "shape", json!([16]))),
+        (
+            "g/zarr.json",
+            json!({"zarr_format": 3, "node_type": "group", "attributes": {"a": 1}}).to_string(),
+        ),
+        ("new/zarr.json", v3.to_string()),
+    ] {
+        let (s, _, b) = put(&writer, key, doc).await;
+        assert!(s.is_success(), "{key}: {s} {}", String::from_utf8_lossy(&b));
+    }
+    assert_eq!(stored("v3/zarr.json").await["shape"], json!([12]));
+    // An admin token replaces.
+    for (key, doc) in &replacing[..2] {
+        let (s, _, b) = put(&admin, key, doc.clone()).await;
+        assert_eq!(
+            s,
+            StatusCode::NO_CONTENT,
+            "{key}: {}",
+            String::from_utf8_lossy(&b)
+        );
+    }
+    // Deleting consolidated metadata removes every node to readers that open by it.
+    let (s, _, _) = put(
+        &admin,
+        "g2/.zmetadata",
+        json!({"zarr_consolidated_format": 1, "metadata": {}}).to_string(),
+    )
+    .await;
+    assert!(s.is_success());
+    let (s, _, _) = call(
+        &writer,
+        Method::DELETE,
+        "/zarr/g2/.zmetadata",
+        &[BEARER],
+        Body::empty(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::FORBIDDEN);
+    let (s, _, _) = call(
+        &admin,
+        Method::DELETE,
+        "/zarr/g2/.zmetadata",
+        &[BEARER],
+        Body::empty(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::NO_CONTENT);
+}
