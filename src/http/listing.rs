@@ -15,6 +15,8 @@ const HREF: &AsciiSet = &CONTROLS
     .add(b' ')
     .add(b'"')
     .add(b'#')
+    // In an attribute `&` starts a character reference (`&lt;` reads as `<`).
+    .add(b'&')
     .add(b'%')
     .add(b'<')
     .add(b'>')

@@ -42,6 +42,9 @@ enum Part {
     Stored,
 }
 
+/// The cache's bookkeeping of one entry beyond its key and value.
+const ENTRY_OVERHEAD: usize = 640;
+
 /// Stored values up to this size are kept for raw GETs (metadata documents,
 /// small chunks); larger ones are streamed from the store every time.
 pub const STORED_MAX: u64 = 64 << 10;
@@ -83,14 +86,19 @@ impl Entry {
         }
     }
 
-    fn weight(&self) -> u32 {
+    /// What holding this under `key` costs: the value, the key and ETag,
+    /// and the cache's own bookkeeping of an entry (measured: a cache of
+    /// four million one-byte chunks held ~700 bytes of memory per entry),
+    /// so small and missing chunks stay within the cache's size too.
+    fn weight(&self, key: &Key) -> u32 {
         let bytes = match &self.value {
             Value::Chunk(c) => c.footprint(),
             Value::Index(i) => i.len() * 16,
             Value::Stored(b, _) => b.len(),
             Value::Missing => 0,
         };
-        (bytes + 128).min(u32::MAX as usize) as u32
+        let held = key.0.len() + self.e_tag.as_ref().map_or(0, String::len);
+        (bytes + held + ENTRY_OVERHEAD).min(u32::MAX as usize) as u32
     }
 }
 
@@ -156,7 +164,7 @@ impl ZarrCache {
         let evictions = counters.clone();
         let chunks = Cache::builder()
             .max_capacity(capacity)
-            .weigher(|_k: &Key, v: &Arc<Entry>| v.weight())
+            .weigher(|k: &Key, v: &Arc<Entry>| v.weight(k))
             // LRU, so a cold chunk is always admitted (TinyLFU may refuse it).
             .eviction_policy(EvictionPolicy::lru())
             .eviction_listener(move |_k, _v, cause| {
@@ -354,10 +362,11 @@ impl ZarrCache {
                 // One entry that fills much of the cache would evict
                 // everything else, and moka evicts lazily: such an entry is
                 // shared by the waiters of this load, then dropped.
-                if !self.holds(entry.weight()) {
+                let weight = entry.weight(&cache_key);
+                if !self.holds(weight) {
                     self.chunks.invalidate(&cache_key).await;
                 } else {
-                    let weight = u64::from(entry.weight());
+                    let weight = u64::from(weight);
                     self.settle.inserted(&self.chunks, weight).await;
                 }
                 return Ok(entry);
@@ -457,7 +466,7 @@ impl ZarrCache {
 
     /// Keep a loaded entry, when one of its weight is kept at all.
     async fn keep(&self, cache_key: Key, entry: Arc<Entry>) {
-        let weight = entry.weight();
+        let weight = entry.weight(&cache_key);
         if self.holds(weight) {
             self.chunks.insert(cache_key, entry).await;
             self.settle.inserted(&self.chunks, u64::from(weight)).await;

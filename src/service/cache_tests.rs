@@ -236,3 +236,14 @@ async fn inner_chunks_of_a_shard_without_etags_are_kept_per_index() {
         "chunk 1 as the new index places it, not as the old one did"
     );
 }
+
+#[test]
+fn small_and_missing_chunks_weigh_what_holding_them_costs() {
+    // Four million one-byte chunks counted at 128 bytes each held five
+    // times the cache's size.
+    let key: Key = ("a/c/0/0".to_string(), 1, Part::Decoded);
+    let missing = Entry::new(Value::Missing, None);
+    assert!(missing.weight(&key) as usize >= ENTRY_OVERHEAD + key.0.len());
+    let tagged = Entry::new(Value::Missing, Some("\"0123456789\"".to_string()));
+    assert_eq!(tagged.weight(&key), missing.weight(&key) + 12);
+}

@@ -139,12 +139,23 @@ impl Service {
             (_, None) => Content::Whole(ArrayBytes::Variable(
                 read_variable(&array, &resolved, field.as_deref(), limit).await?,
             )),
-            (Residence::InMemory { .. }, Some(_)) => {
-                let data = array.read(&resolved).await?;
-                Content::Whole(convert(&array_dtype, field.as_deref(), data)?)
+            // Read as streams are, slab by slab: one read of the whole
+            // selection would hold a record per chunk it touches, which for
+            // small chunks outweighs the answer many times over.
+            (Residence::InMemory { .. }, Some(elem)) => {
+                let bytes = count.saturating_mul(elem);
+                let (first, mut rest) = slabs(array, resolved, field).await?;
+                let mut whole = Vec::with_capacity(usize::try_from(bytes).unwrap_or(0));
+                whole.extend_from_slice(&first);
+                while let Some(slab) = rest.next().await {
+                    whole.extend_from_slice(&slab?);
+                }
+                Content::Whole(ArrayBytes::Fixed(whole))
             }
             (Residence::Streamed, Some(elem)) => {
-                stream(array, resolved, field, count.saturating_mul(elem)).await?
+                let (first, rest) = slabs(array, resolved, field).await?;
+                let bytes = count.saturating_mul(elem);
+                Content::Slabs { bytes, first, rest }
             }
         };
         Ok(Data {
@@ -189,14 +200,15 @@ async fn read_variable(
     Ok(items)
 }
 
-/// Fixed-size data slab by slab: memory stays bounded by a few slabs, and
-/// the first bytes leave before the last chunk is decoded.
-async fn stream(
+/// Fixed-size data slab by slab: the first slab, read before this returns
+/// (so most errors still get a status), and the rest. Memory stays bounded
+/// by a few slabs, and the first bytes leave before the last chunk is
+/// decoded.
+async fn slabs(
     array: Array,
     resolved: Resolved,
     field: Option<String>,
-    bytes: u64,
-) -> Result<Content> {
+) -> Result<(Bytes, BoxStream<'static, Result<Bytes>>)> {
     let chunk_shape = array.read_chunk_shape();
     let elem = (array.elem_size() as u64).max(1);
     let mut slabs = slab_split(&resolved, &chunk_shape, elem, WHOLE_ROWS_BYTES, JOIN_BYTES);
@@ -256,5 +268,5 @@ async fn stream(
     let rest = rest
         .map(move |r| r.map_err(ServiceError::from).and_then(&convert))
         .boxed();
-    Ok(Content::Slabs { bytes, first, rest })
+    Ok((first, rest))
 }

@@ -160,8 +160,13 @@ impl Selection {
 /// The indices one dimension selects, in output order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Indices {
-    Range { start: u64, step: u64, len: u64 },
-    List(Vec<u64>),
+    Range {
+        start: u64,
+        step: u64,
+        len: u64,
+    },
+    /// Shared: slabs of a read along other dimensions each hold the list.
+    List(std::sync::Arc<[u64]>),
 }
 
 impl Indices {
@@ -253,7 +258,7 @@ fn resolve_orthogonal(dims: &[DimSelector], shape: &[u64]) -> Result<Resolved> {
         .map(|(dim, (sel, &len))| {
             Ok(match sel {
                 DimSelector::Index(i) => ResolvedDim {
-                    indices: Indices::List(vec![normalize(*i, len, dim)?]),
+                    indices: Indices::List([normalize(*i, len, dim)?].into()),
                     keep: false,
                 },
                 DimSelector::Slice { start, stop, step } => ResolvedDim {
@@ -264,7 +269,8 @@ fn resolve_orthogonal(dims: &[DimSelector], shape: &[u64]) -> Result<Resolved> {
                     indices: Indices::List(
                         list.iter()
                             .map(|&i| normalize(i, len, dim))
-                            .collect::<Result<_>>()?,
+                            .collect::<Result<Vec<_>>>()?
+                            .into(),
                     ),
                     keep: true,
                 },

@@ -138,7 +138,7 @@ fn sub_indices(indices: &Indices, start: u64, end: u64) -> Indices {
             step: *step,
             len: end - start,
         },
-        Indices::List(l) => Indices::List(l[start as usize..end as usize].to_vec()),
+        Indices::List(l) => Indices::List(l[start as usize..end as usize].into()),
     }
 }
 
@@ -146,6 +146,30 @@ fn sub_indices(indices: &Indices, start: u64, end: u64) -> Indices {
 mod tests {
     use super::*;
     use crate::zarr::Selection;
+
+    #[test]
+    fn slabs_share_a_list_along_another_dimension() {
+        // One slab per row (each row is over the join size): a copy of the
+        // list per slab grew with rows times the list's length.
+        let list = (0..4000).map(|i| (i % 7).to_string()).collect::<Vec<_>>();
+        let sel = Selection::parse(&format!("0:64,[{}]", list.join(",")))
+            .unwrap()
+            .resolve(&[64, 8])
+            .unwrap();
+        let parts = slab_split(&sel, &[1, 8], 1, 1024, 0);
+        assert_eq!(parts.len(), 64);
+        let lists: Vec<&std::sync::Arc<[u64]>> = parts
+            .iter()
+            .map(|p| match p {
+                Resolved::Orthogonal(d) => match &d[1].indices {
+                    Indices::List(l) => l,
+                    other => panic!("{other:?}"),
+                },
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert!(lists.iter().all(|l| std::sync::Arc::ptr_eq(l, lists[0])));
+    }
 
     #[test]
     fn slabs_cover_the_selection_in_order() {

@@ -101,12 +101,19 @@ fn binary(
         h.insert("x-zarr-shape", v);
     }
     let dtype = dtype.npy_descr().trim_matches('\'').to_string();
-    if let Ok(v) = HeaderValue::from_str(&dtype) {
-        h.insert("x-zarr-dtype", v);
+    // A structured dtype of thousands of fields would make a header most
+    // clients refuse; the `.npy` header carries it whatever its size.
+    if dtype.len() <= MAX_DTYPE_HEADER {
+        if let Ok(v) = HeaderValue::from_str(&dtype) {
+            h.insert("x-zarr-dtype", v);
+        }
     }
     response.extensions_mut().insert(NoCompression);
     response
 }
+
+/// The longest dtype sent as `X-Zarr-Dtype`.
+const MAX_DTYPE_HEADER: usize = 4096;
 
 /// Stream slabs after a head (an `.npy` header, or nothing).
 fn slab_body(

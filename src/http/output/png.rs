@@ -248,13 +248,14 @@ fn colored(bytes: &[u8], data: &Data, render: &Render) -> ApiResult<(Vec<u8>, f6
             "vmin and vmax must be finite (and positive on a log scale)",
         ));
     }
-    let span = if hi > lo { hi - lo } else { 1.0 };
+    // In halves: `hi - lo` of two finite values can overflow to infinity.
+    let half_span = if hi > lo { hi / 2.0 - lo / 2.0 } else { 0.5 };
     let rgba = values
         .iter()
         .flat_map(|v| match v {
             None => [0, 0, 0, 0],
             Some(v) => {
-                let [r, g, b] = colormap.at((v - lo) / span);
+                let [r, g, b] = colormap.at((v / 2.0 - lo / 2.0) / half_span);
                 [r, g, b, 255]
             }
         })

@@ -1,0 +1,156 @@
+//! Reads at the edges of what answers hold: selections of many small
+//! chunks built in memory, dtypes too long for a header, colour ranges at
+//! the ends of float64, and names HTML reads as markup.
+
+mod common;
+
+use axum::body::Body;
+use axum::http::{Method, StatusCode};
+use common::call;
+use serde_json::{json, Value};
+use zarrd::config::Config;
+use zarrd::http::{router, AppState};
+use zarrd::store::{node_path, Store, StoreKey};
+use zarrd::zarr::{ArrayBytes, ArraySpec, DataType, Hierarchy, Selection};
+
+#[tokio::test]
+async fn in_memory_answers_of_many_small_chunks_agree_with_the_stream() {
+    let store = Store::memory();
+    let h = Hierarchy::new(store.clone());
+    // 1 x 1 chunks: each slab of the read holds a few thousand of them.
+    let mut spec = ArraySpec::new(3, vec![300, 200], DataType::UInt16);
+    spec.chunks = Some(vec![1, 1]);
+    let a = h
+        .create_array(&node_path("tiny").unwrap(), &spec, false)
+        .await
+        .unwrap();
+    let values: Vec<u16> = (0..60_000).map(|i| (i * 7 % 65_521) as u16).collect();
+    let bytes = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    a.write(
+        &Selection::all().resolve(&[300, 200]).unwrap(),
+        ArrayBytes::Fixed(bytes),
+    )
+    .await
+    .unwrap();
+    let app = router(AppState::new(store, Config::default()));
+    for select in ["", "?select=5:290:3,[199,0,7,7,150]", "?select=::2,10"] {
+        let sep = if select.is_empty() { "?" } else { "&" };
+        let uri = format!("/api/v1/data/tiny{select}{sep}format=raw");
+        let (s, _, raw) = call(&app, Method::GET, &uri, &[], Body::empty()).await;
+        assert_eq!(s, StatusCode::OK, "{uri}");
+        let uri = format!("/api/v1/data/tiny{select}{sep}format=json");
+        let (s, _, body) = call(&app, Method::GET, &uri, &[], Body::empty()).await;
+        assert_eq!(s, StatusCode::OK, "{uri}");
+        let doc: Value = serde_json::from_slice(&body).unwrap();
+        let mut flat = Vec::new();
+        flatten(&doc["data"], &mut flat);
+        let streamed: Vec<u64> = raw
+            .chunks(2)
+            .map(|b| u64::from(u16::from_le_bytes([b[0], b[1]])))
+            .collect();
+        assert_eq!(flat, streamed, "{select}");
+    }
+}
+
+fn flatten(v: &Value, out: &mut Vec<u64>) {
+    match v {
+        Value::Array(items) => items.iter().for_each(|i| flatten(i, out)),
+        other => out.push(other.as_u64().unwrap()),
+    }
+}
+
+#[tokio::test]
+async fn a_dtype_too_long_for_a_header_is_left_to_the_npy_header() {
+    let store = Store::memory();
+    let fields: Vec<Value> = (0..600)
+        .map(|i| json!([format!("field{i}"), "<i2"]))
+        .collect();
+    let zarray = json!({"zarr_format": 2, "shape": [3], "chunks": [3], "dtype": fields,
+                        "compressor": null, "fill_value": null, "order": "C", "filters": null});
+    store
+        .put(
+            &StoreKey::new("many/.zarray").unwrap(),
+            zarray.to_string().into(),
+        )
+        .await
+        .unwrap();
+    let app = router(AppState::new(store, Config::default()));
+    let (s, h, body) = call(&app, Method::GET, "/api/v1/data/many", &[], Body::empty()).await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(
+        h.get("x-zarr-dtype").is_none(),
+        "a {}-byte header",
+        body.len()
+    );
+    assert!(String::from_utf8_lossy(&body[..body.len().min(20_000)]).contains("'field599'"));
+    assert_eq!(h["x-zarr-shape"], "3");
+    // A short one is still sent.
+    let (_, h, _) = call(
+        &app,
+        Method::GET,
+        "/api/v1/data/many?field=field3",
+        &[],
+        Body::empty(),
+    )
+    .await;
+    assert_eq!(h["x-zarr-dtype"], "<i2");
+}
+
+#[tokio::test]
+async fn colours_span_the_whole_float64_range() {
+    let store = Store::memory();
+    let h = Hierarchy::new(store.clone());
+    let mut spec = ArraySpec::new(3, vec![1, 3], DataType::Float64);
+    spec.chunks = Some(vec![1, 3]);
+    let a = h
+        .create_array(&node_path("wide").unwrap(), &spec, false)
+        .await
+        .unwrap();
+    let values = [-1.7e308f64, 1.0, 1.7e308];
+    a.write(
+        &Selection::all().resolve(&[1, 3]).unwrap(),
+        ArrayBytes::Fixed(values.iter().flat_map(|v| v.to_le_bytes()).collect()),
+    )
+    .await
+    .unwrap();
+    let app = router(AppState::new(store, Config::default()));
+    let uri = "/api/v1/data/wide?format=png&cmap=gray&vmin=-1.7e308&vmax=1.7e308";
+    let (s, _, png) = call(&app, Method::GET, uri, &[], Body::empty()).await;
+    assert_eq!(s, StatusCode::OK);
+    let decoder = png::Decoder::new(std::io::Cursor::new(png));
+    let mut reader = decoder.read_info().unwrap();
+    let mut buf = vec![0; reader.output_buffer_size().unwrap()];
+    let info = reader.next_frame(&mut buf).unwrap();
+    let px: Vec<&[u8]> = buf[..info.buffer_size()].chunks(4).collect();
+    // The colormap's ends and its middle, all opaque (the middle was
+    // black when the span overflowed to infinity).
+    assert_eq!(px[0], [0, 0, 0, 255]);
+    let mid = px[1];
+    assert!(mid[3] == 255 && mid[0] == mid[1] && (100..200).contains(&mid[0]), "{mid:?}");
+    assert_eq!(px[2], [255, 255, 255, 255]);
+}
+
+#[tokio::test]
+async fn listing_links_keep_names_that_read_as_markup() {
+    let store = Store::memory();
+    for key in ["d/x&lt;y", "d/a&amp;b/c"] {
+        store
+            .put(&StoreKey::new(key).unwrap(), "1".into())
+            .await
+            .unwrap();
+    }
+    let app = router(AppState::new(store, Config::default()));
+    let (s, _, html) = call(
+        &app,
+        Method::GET,
+        "/zarr/d/",
+        &[("accept", "text/html")],
+        Body::empty(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    let html = String::from_utf8(html).unwrap();
+    assert!(html.contains("href=\"x%26lt;y\""), "{html}");
+    assert!(html.contains("href=\"a%26amp;b/\""), "{html}");
+    assert!(html.contains(">x&amp;lt;y<"), "{html}");
+}
