@@ -46,6 +46,58 @@ async fn read_json(app: &axum::Router, uri: &str) -> Value {
     serde_json::from_slice(&b).unwrap()
 }
 
+/// The preconditions of RFC 9110 on a raw PUT: `If-None-Match` with the
+/// stored ETag, a weak `If-Match`, and `If-Unmodified-Since` each refuse.
+#[tokio::test]
+async fn raw_puts_heed_every_precondition() {
+    let app = app(writable());
+    let put = |headers: Vec<(&'static str, String)>, body: &'static str| {
+        let app = app.clone();
+        async move {
+            let headers: Vec<(&str, &str)> =
+                headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            call(&app, Method::PUT, "/zarr/p/blob", &headers, body)
+                .await
+                .0
+        }
+    };
+    assert_eq!(put(vec![], "one").await, StatusCode::NO_CONTENT);
+    let (_, h, _) = call(&app, Method::HEAD, "/zarr/p/blob", &[], Body::empty()).await;
+    let etag = h["etag"].to_str().unwrap().to_string();
+    for refused in [
+        vec![("if-none-match", etag.clone())],
+        vec![("if-none-match", format!("\"other\", W/{etag}"))],
+        vec![("if-match", format!("W/{etag}"))],
+        vec![(
+            "if-unmodified-since",
+            "Sun, 06 Nov 1994 08:49:37 GMT".to_string(),
+        )],
+    ] {
+        assert_eq!(
+            put(refused.clone(), "two").await,
+            StatusCode::PRECONDITION_FAILED,
+            "{refused:?}"
+        );
+    }
+    let (_, _, body) = call(&app, Method::GET, "/zarr/p/blob", &[], Body::empty()).await;
+    assert_eq!(body, b"one");
+    // Each changes the ETag: the one If-Match names goes first.
+    for allowed in [
+        vec![("if-match", etag)],
+        vec![("if-none-match", "\"other\"".to_string())],
+        vec![(
+            "if-unmodified-since",
+            "Fri, 01 Jan 2100 00:00:00 GMT".to_string(),
+        )],
+    ] {
+        assert_eq!(
+            put(allowed.clone(), "three").await,
+            StatusCode::NO_CONTENT,
+            "{allowed:?}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn raw_keys_conditional_writes() {
     let app = app(writable());

@@ -126,7 +126,10 @@ async fn colours_span_the_whole_float64_range() {
     // black when the span overflowed to infinity).
     assert_eq!(px[0], [0, 0, 0, 255]);
     let mid = px[1];
-    assert!(mid[3] == 255 && mid[0] == mid[1] && (100..200).contains(&mid[0]), "{mid:?}");
+    assert!(
+        mid[3] == 255 && mid[0] == mid[1] && (100..200).contains(&mid[0]),
+        "{mid:?}"
+    );
     assert_eq!(px[2], [255, 255, 255, 255]);
 }
 
@@ -153,4 +156,15 @@ async fn listing_links_keep_names_that_read_as_markup() {
     assert!(html.contains("href=\"x%26lt;y\""), "{html}");
     assert!(html.contains("href=\"a%26amp;b/\""), "{html}");
     assert!(html.contains(">x&amp;lt;y<"), "{html}");
+}
+
+#[tokio::test]
+async fn a_method_a_route_lacks_is_a_json_405_naming_the_allowed_ones() {
+    let app = router(AppState::new(Store::memory(), Config::default()));
+    let (s, h, body) = call(&app, Method::PATCH, "/zarr/a/b", &[], Body::empty()).await;
+    assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED);
+    let doc: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(doc["error"]["code"], "method_not_allowed");
+    let allow = h["allow"].to_str().unwrap();
+    assert!(allow.contains("GET") && allow.contains("PUT"), "{allow}");
 }

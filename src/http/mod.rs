@@ -310,6 +310,18 @@ async fn fallback(request: Request) -> ApiError {
     ))
 }
 
+async fn method_not_allowed(request: Request) -> ApiError {
+    ApiError::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        format!(
+            "{} is not allowed on {} (the Allow header lists what is)",
+            request.method(),
+            request.uri().path()
+        ),
+    )
+}
+
 /// Only text (JSON, HTML, scripts, YAML, SVG) is compressed; array data and stored values never
 /// are (compressing binary data costs more than it saves, and ranges must stay exact).
 fn compressible(
@@ -454,7 +466,9 @@ pub fn router(state: AppState) -> Router {
             state.config.body_timeout,
         ))
         .layer(axum::extract::DefaultBodyLimit::max(body_limit));
-    let mut router = router.fallback(fallback);
+    let mut router = router
+        .fallback(fallback)
+        .method_not_allowed_fallback(method_not_allowed);
     if logged {
         router = router.layer(trace);
     }

@@ -49,6 +49,20 @@ pub(super) fn request_etags(headers: &HeaderMap, name: header::HeaderName) -> Op
     (!tags.is_empty()).then_some(tags)
 }
 
+/// The strong entity tags of a header, unquoted: a weak tag never matches
+/// where comparison is strong (`If-Match`), so it is left out.
+pub(super) fn strong_etags(headers: &HeaderMap, name: header::HeaderName) -> Option<Vec<String>> {
+    let value = headers.get(name)?.to_str().ok()?;
+    let tags = value
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.starts_with("W/"))
+        .map(|t| t.trim_matches('"').to_string())
+        .filter(|t| !t.is_empty())
+        .collect();
+    Some(tags)
+}
+
 /// A stored ETag without quotes (backends differ in whether they quote).
 fn bare_etag(meta: &KeyMeta) -> Option<&str> {
     meta.version.e_tag.as_deref().map(|t| t.trim_matches('"'))
@@ -86,7 +100,7 @@ fn evaluate(headers: &HeaderMap, meta: &KeyMeta) -> Verdict {
     }
 }
 
-fn http_date(headers: &HeaderMap, name: header::HeaderName) -> Option<Timestamp> {
+pub(super) fn http_date(headers: &HeaderMap, name: header::HeaderName) -> Option<Timestamp> {
     let value = headers.get(name)?.to_str().ok()?;
     let time = httpdate::parse_http_date(value).ok()?;
     let secs = time.duration_since(UNIX_EPOCH).ok()?.as_secs();

@@ -17,8 +17,11 @@ use serde_json::{json, Map, Value};
 use super::body;
 use super::error::{ApiError, ApiResult};
 use super::extract::{ApiBody, ApiPath, ApiQuery, CommitMessage};
-use super::raw::{etags_match, missing, precondition_failed, quote_etag, request_etags};
+use super::raw::{
+    etags_match, missing, precondition_failed, quote_etag, request_etags, strong_etags,
+};
 use super::AppState;
+use crate::service::Preconditions;
 use crate::service::{ErrorKind, NodeCreate};
 use crate::store::{node_path, StoreKey};
 use crate::zarr::metadata::Order;
@@ -78,29 +81,28 @@ pub async fn put_key(
 ) -> ApiResult<Response> {
     state.check_writable()?;
     let key = writable_key(&raw)?;
-    let if_match = request_etags(&headers, header::IF_MATCH);
-    let create_only =
-        request_etags(&headers, header::IF_NONE_MATCH).is_some_and(|t| t.iter().any(|t| t == "*"));
+    let preconditions = Preconditions {
+        // Weak tags never match If-Match (RFC 9110 §13.1.1).
+        if_match: strong_etags(&headers, header::IF_MATCH),
+        if_none_match: request_etags(&headers, header::IF_NONE_MATCH),
+        unmodified_since: super::raw::http_date(&headers, header::IF_UNMODIFIED_SINCE),
+    };
     state
         .service
-        .put_key(
-            &key,
-            value,
-            if_match,
-            create_only,
-            caller.is_some_and(|c| c.admin),
-        )
+        .put_key(&key, value, &preconditions, caller.is_some_and(|c| c.admin))
         .await
         .map_err(|e| match e.kind {
             ErrorKind::PreconditionFailed => ApiError::new(
                 StatusCode::PRECONDITION_FAILED,
                 "precondition_failed",
-                format!("key '{key}' does not satisfy If-Match / If-None-Match"),
+                format!(
+                    "key '{key}' does not satisfy If-Match / If-None-Match / If-Unmodified-Since"
+                ),
             ),
             _ => e.into(),
         })?;
     let meta = state.store.head(&key).await?;
-    let status = if create_only {
+    let status = if preconditions.create_only() {
         StatusCode::CREATED
     } else {
         StatusCode::NO_CONTENT

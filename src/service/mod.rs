@@ -28,6 +28,7 @@ pub use ome::{Image, Level};
 pub use preview::{Preview, PreviewKind};
 pub use read::{Content, Data, ReadRequest, Residence};
 pub use value::{Got, Value, ValueBody};
+pub use write::Preconditions;
 pub use write::{Incoming, NodeCreate, Written};
 
 use crate::config::Recheck;

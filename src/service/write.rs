@@ -7,7 +7,8 @@ use serde_json::{Map, Value};
 
 use super::events::{bounds, Change, ChangeKind};
 use super::{Result, Service, ServiceError};
-use crate::store::{Replacement, StoreError, StoreKey, Versioned};
+use crate::store::chrono_like::Timestamp;
+use crate::store::{etags_match, KeyMeta, Replacement, StoreError, StoreKey, Versioned};
 use crate::zarr::metadata::{
     v1, v2, v3, DOCUMENT_NAMES, MAX_CONSOLIDATED_BYTES, MAX_DOCUMENT_BYTES, NODE_DOCUMENTS,
 };
@@ -49,6 +50,48 @@ pub struct Written {
 
 fn spec_error(message: impl Into<String>) -> ServiceError {
     ServiceError::unprocessable("bad_spec", message)
+}
+
+/// What a raw write asks of the value it replaces (RFC 9110 §13.1).
+#[derive(Debug, Default, Clone)]
+pub struct Preconditions {
+    /// `If-Match`: strong ETags, unquoted (`*`: any stored value).
+    pub if_match: Option<Vec<String>>,
+    /// `If-None-Match`: ETags, unquoted (`*`: only where none is stored).
+    pub if_none_match: Option<Vec<String>>,
+    /// `If-Unmodified-Since`, heeded without `If-Match` (the more exact).
+    pub unmodified_since: Option<Timestamp>,
+}
+
+impl Preconditions {
+    fn any(&self) -> bool {
+        self.if_match.is_some() || self.if_none_match.is_some() || self.unmodified_since.is_some()
+    }
+
+    /// Only where no value is stored (`If-None-Match: *`).
+    pub fn create_only(&self) -> bool {
+        self.if_none_match
+            .as_ref()
+            .is_some_and(|tags| tags.iter().any(|t| t == "*"))
+    }
+
+    /// Whether they hold for `current`, the stored value's metadata.
+    fn hold(&self, current: Option<&KeyMeta>) -> bool {
+        let stored = current.and_then(|m| m.version.e_tag.as_deref());
+        if let Some(tags) = &self.if_match {
+            if !etags_match(tags, stored) {
+                return false;
+            }
+        } else if let (Some(since), Some(current)) = (self.unmodified_since, current) {
+            if current.last_modified > since {
+                return false;
+            }
+        }
+        match &self.if_none_match {
+            Some(tags) => current.is_none() || !(self.create_only() || etags_match(tags, stored)),
+            None => true,
+        }
+    }
 }
 
 impl Service {
@@ -284,17 +327,16 @@ impl Service {
         Ok(grown)
     }
 
-    /// Store a raw value, under a condition: `if_match` (ETags, `*` for any)
-    /// and/or `create_only`. Metadata documents must parse and, for arrays,
-    /// have codecs that can be built, as created nodes do; one that
-    /// replaces a node (see [`NodeMetadata::replaced_by`]), or makes a node
-    /// of another format or kind beside its document, only `may_replace`.
+    /// Store a raw value if `preconditions` hold for the value it replaces.
+    /// Metadata documents must parse and, for arrays, have codecs that can
+    /// be built, as created nodes do; one that replaces a node (see
+    /// [`NodeMetadata::replaced_by`]), or makes a node of another format or
+    /// kind beside its document, only `may_replace`.
     pub async fn put_key(
         &self,
         key: &StoreKey,
         value: Bytes,
-        if_match: Option<Vec<String>>,
-        create_only: bool,
+        preconditions: &Preconditions,
         may_replace: bool,
     ) -> Result<()> {
         let node = check_document(key, &value)?;
@@ -302,17 +344,11 @@ impl Service {
         if guarded.is_some() {
             self.refuse_other_documents(key).await?;
         }
-        let conditional = if_match.is_some() || create_only || guarded.is_some();
+        let conditional = preconditions.any() || guarded.is_some();
         let result = self
             .store
             .update(key, !conditional, |current: Option<Versioned>| {
-                let stored = current
-                    .as_ref()
-                    .and_then(|v| v.meta.version.e_tag.as_deref());
-                let refused = (create_only && current.is_some())
-                    || if_match
-                        .as_ref()
-                        .is_some_and(|tags| !crate::store::etags_match(tags, stored));
+                let refused = !preconditions.hold(current.as_ref().map(|v| &v.meta));
                 let replaced = match (guarded, &current) {
                     (Some(new), Some(current)) => {
                         stored_node(key, &current.bytes).and_then(|old| old.replaced_by(new))

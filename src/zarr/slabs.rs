@@ -4,6 +4,11 @@
 
 use super::selection::{Indices, Resolved, ResolvedDim};
 
+/// What a read holds for each chunk it touches beside the chunk's bytes
+/// (its coordinates and its part of the answer; ~270 bytes measured), so
+/// slabs of tiny chunks join fewer rows.
+const CHUNK_RECORD: u64 = 256;
+
 /// Split a selection into slabs along its first dimension of length > 1,
 /// one per chunk row, chunk rows over `max_bytes` split further (when
 /// `row_bytes`, the bytes of one step along that dimension, allows).
@@ -11,8 +16,8 @@ use super::selection::{Indices, Resolved, ResolvedDim};
 /// C-order result.
 ///
 /// Whole chunk rows of a range next to each other are then joined while
-/// the chunks the slab decodes (`elem`-byte elements), and so the slab,
-/// stay within `join_bytes`: a slab costs a pass through the read (a shard's
+/// the chunks the slab decodes (`elem`-byte elements, and a record per
+/// chunk), and so the slab, stay within `join_bytes`: a slab costs a pass through the read (a shard's
 /// index read again, a trip per file), which a window over small chunks
 /// otherwise paid once per chunk row; a thin column of large chunks joins
 /// no more rows than the chunks allow. Rows split by `max_bytes` are never
@@ -49,10 +54,14 @@ pub fn slab_split(
             let row_decoded = {
                 let mut one_row = dims.clone();
                 one_row[d].indices = sub_indices(&dims[d].indices, 0, 1);
+                let chunk_bytes = chunk_shape
+                    .iter()
+                    .product::<u64>()
+                    .saturating_mul(elem)
+                    .saturating_add(CHUNK_RECORD);
                 Resolved::Orthogonal(one_row)
                     .chunk_count_bound(chunk_shape)
-                    .saturating_mul(chunk_shape.iter().product::<u64>())
-                    .saturating_mul(elem)
+                    .saturating_mul(chunk_bytes)
                     .max(1)
             };
             let join_rows = match dims[d].indices {
@@ -210,16 +219,16 @@ mod tests {
                 .collect()
         };
         // Rows 3..=20 in chunks of 4 x 5 float32: each chunk row of the
-        // selection decodes one 80-byte chunk, so 160 bytes join two: the
-        // lone row of chunk 0 with chunk 1, chunks 2 and 3, chunk 4 with
-        // the lone row 20.
+        // selection decodes one 80-byte chunk (336 bytes with its record),
+        // so 672 bytes join two: the lone row of chunk 0 with chunk 1,
+        // chunks 2 and 3, chunk 4 with the lone row 20.
         let sel = Selection::parse("3:21,0:2")
             .unwrap()
             .resolve(&[30, 5])
             .unwrap();
         let row = |r: std::ops::Range<u64>| r.collect::<Vec<_>>();
         assert_eq!(
-            rows_of(&slab_split(&sel, &[4, 5], 4, 1 << 20, 160)),
+            rows_of(&slab_split(&sel, &[4, 5], 4, 1 << 20, 672)),
             vec![row(3..8), row(8..16), row(16..21)]
         );
         assert_eq!(slab_split(&sel, &[4, 5], 4, 1 << 20, 0).len(), 6);
@@ -243,14 +252,15 @@ mod tests {
         assert_eq!(rows_of(&joined), vec![row(3..21)]);
         assert!(!slabs_revisit_chunks(&joined, &[4, 5]));
         // A thin column: each chunk row selects a few bytes but decodes a
-        // whole 128-byte chunk, so 512 bytes join four chunk rows at most.
+        // whole 128-byte chunk (384 bytes with its record), so 1536 bytes
+        // join four chunk rows at most.
         let column = Selection::parse(":,0").unwrap().resolve(&[64, 8]).unwrap();
         assert_eq!(
-            rows_of(&slab_split(&column, &[16, 8], 1, 1 << 20, 512)),
+            rows_of(&slab_split(&column, &[16, 8], 1, 1 << 20, 1536)),
             vec![row(0..64)]
         );
         assert_eq!(
-            rows_of(&slab_split(&column, &[4, 8], 4, 1 << 20, 512)),
+            rows_of(&slab_split(&column, &[4, 8], 4, 1 << 20, 1536)),
             vec![row(0..16), row(16..32), row(32..48), row(48..64)]
         );
         // Lists may come back to a chunk row: they are never joined.
