@@ -21,6 +21,13 @@ pub struct Pending {
 }
 
 impl Store {
+    /// Whether writes at `key` go into a transaction (a session of an
+    /// Icechunk branch, committed whole) rather than straight to the store.
+    pub fn in_transaction(&self, key: &StoreKey) -> bool {
+        self.route(key)
+            .is_ok_and(|(store, _)| matches!(store.updater.coordination(), Coordination::Session))
+    }
+
     /// A transaction for a write at `key`, when `key` lies in a branch of an
     /// Icechunk repository (a mount addressed `name@branch` or `name`, or the
     /// root). `None` for every other store, which writes directly.

@@ -576,8 +576,12 @@ impl Hierarchy {
         }
         // The node's documents first, each as writers of it coordinate (an
         // attribute patch under way finishes before, or finds the node gone).
-        for name in NODE_DOCUMENTS.iter().chain([&".zattrs"]) {
-            self.store.delete_if(&doc_key(path, name)?, None).await?;
+        // Not in a transaction, which commits the delete whole, and where
+        // deleting a node's document deletes the node its keys are listed by.
+        if !self.store.in_transaction(path) {
+            for name in NODE_DOCUMENTS.iter().chain([&".zattrs"]) {
+                self.store.delete_if(&doc_key(path, name)?, None).await?;
+            }
         }
         self.store.delete_prefix(path).await?;
         Ok(())
