@@ -328,3 +328,68 @@ async fn a_write_token_edits_a_node_through_its_document_but_does_not_replace_it
     .await;
     assert_eq!(s, StatusCode::NO_CONTENT);
 }
+
+#[tokio::test]
+async fn a_document_rewritten_in_another_form_is_an_edit() {
+    // zarr-python rewrites a whole document in its own form when it
+    // updates attributes or appends: what it means decides, not its JSON.
+    let store = Store::memory();
+    let admin = router(AppState::new(store.clone(), scoped(Scope::Admin)));
+    let writer = router(AppState::new(store, scoped(Scope::Write)));
+    let v3 = |fill: Value, zstd: Value, shape: u64| {
+        json!({"zarr_format": 3, "node_type": "array", "shape": [shape], "data_type": "float32",
+               "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [4]}},
+               "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+               "fill_value": fill, "attributes": {},
+               "codecs": [{"name": "bytes", "configuration": {"endian": "little"}},
+                          {"name": "zstd", "configuration": zstd}]})
+        .to_string()
+    };
+    let v2 = |fill: Value, filters: Value, compressor: Value, shape: u64| {
+        json!({"zarr_format": 2, "shape": [shape], "chunks": [4], "dtype": "<f8", "order": "C",
+               "fill_value": fill, "filters": filters, "compressor": compressor})
+        .to_string()
+    };
+    let put = |app: &axum::Router, key: &str, body: String| {
+        let (app, uri) = (app.clone(), format!("/zarr/{key}"));
+        async move { call(&app, Method::PUT, &uri, &[BEARER], body).await }
+    };
+    let (s, _, _) = put(&admin, "a/zarr.json", v3(json!(0), json!({"level": 1}), 8)).await;
+    assert!(s.is_success());
+    let (s, _, _) = put(&admin, "b/.zarray", v2(json!(0), json!([]), Value::Null, 8)).await;
+    assert!(s.is_success());
+    for (key, doc) in [
+        (
+            "a/zarr.json",
+            v3(json!(0.0), json!({"level": 1, "checksum": false}), 12),
+        ),
+        ("b/.zarray", v2(json!(0.0), Value::Null, Value::Null, 16)),
+    ] {
+        let (s, _, b) = put(&writer, key, doc).await;
+        assert_eq!(
+            s,
+            StatusCode::NO_CONTENT,
+            "{key}: {}",
+            String::from_utf8_lossy(&b)
+        );
+    }
+    for (key, doc) in [
+        (
+            "a/zarr.json",
+            v3(json!(0.0), json!({"level": 1, "checksum": true}), 12),
+        ),
+        ("a/zarr.json", v3(json!(1.5), json!({"level": 1}), 12)),
+        (
+            "b/.zarray",
+            v2(json!(0), Value::Null, json!({"id": "zlib", "level": 1}), 16),
+        ),
+    ] {
+        let (s, _, b) = put(&writer, key, doc.clone()).await;
+        assert_eq!(
+            s,
+            StatusCode::FORBIDDEN,
+            "{key} {doc}: {}",
+            String::from_utf8_lossy(&b)
+        );
+    }
+}

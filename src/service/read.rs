@@ -39,6 +39,10 @@ const MAX_RECENT_BYTES: u64 = 64 << 20;
 /// Elements of variable-length data read at a time.
 const VARIABLE_SLAB: u64 = 1 << 16;
 
+/// The chunks an in-memory answer reads in one read (about a megabyte of
+/// per-chunk records); past them it is read slab by slab.
+const ONE_READ_CHUNKS: u64 = 4096;
+
 /// What to read.
 #[derive(Debug, Clone)]
 pub struct ReadRequest {
@@ -139,7 +143,15 @@ impl Service {
             (_, None) => Content::Whole(ArrayBytes::Variable(
                 read_variable(&array, &resolved, field.as_deref(), limit).await?,
             )),
-            // Read as streams are, slab by slab: one read of the whole
+            // A selection of few chunks in one read, which loads them all at
+            // once (on a distant store, slabs would load two at a time).
+            (Residence::InMemory { .. }, Some(_))
+                if resolved.chunk_count_bound(&array.read_chunk_shape()) <= ONE_READ_CHUNKS =>
+            {
+                let data = array.read(&resolved).await?;
+                Content::Whole(convert(&array_dtype, field.as_deref(), data)?)
+            }
+            // More, as streams are read, slab by slab: one read of the whole
             // selection would hold a record per chunk it touches, which for
             // small chunks outweighs the answer many times over.
             (Residence::InMemory { .. }, Some(elem)) => {

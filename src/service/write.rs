@@ -330,7 +330,7 @@ impl Service {
     /// Store a raw value if `preconditions` hold for the value it replaces.
     /// Metadata documents must parse and, for arrays, have codecs that can
     /// be built, as created nodes do; one that replaces a node (see
-    /// [`NodeMetadata::replaced_by`]), or makes a node of another format or
+    /// [`Array::replaced_by`]), or makes a node of another format or
     /// kind beside its document, only `may_replace`.
     pub async fn put_key(
         &self,
@@ -350,9 +350,8 @@ impl Service {
             .update(key, !conditional, |current: Option<Versioned>| {
                 let refused = !preconditions.hold(current.as_ref().map(|v| &v.meta));
                 let replaced = match (guarded, &current) {
-                    (Some(new), Some(current)) => {
-                        stored_node(key, &current.bytes).and_then(|old| old.replaced_by(new))
-                    }
+                    (Some(new), Some(current)) => stored_node(key, &current.bytes)
+                        .and_then(|old| Array::replaced_by(&node_of(key), &old, new)),
                     _ => None,
                 };
                 let check = if refused {
@@ -461,8 +460,16 @@ fn stored_node(key: &StoreKey, bytes: &[u8]) -> Option<NodeMetadata> {
         ".zgroup" => v2::parse_group(key.as_str(), &doc, None)
             .ok()
             .map(NodeMetadata::Group),
+        "meta" => v1::parse(key.as_str(), &doc, None)
+            .ok()
+            .map(|a| NodeMetadata::Array(Box::new(a))),
         _ => None,
     }
+}
+
+/// The node a document key belongs to.
+fn node_of(key: &StoreKey) -> StoreKey {
+    key.parent().unwrap_or_else(StoreKey::root)
 }
 
 fn needs_admin(key: &StoreKey, why: &str) -> ServiceError {

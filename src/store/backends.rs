@@ -141,8 +141,15 @@ pub fn open_url(location: &str) -> Result<Store, StoreError> {
     } else {
         Path::from(url.path().trim_matches('/'))
     };
-    let mut store = store_below(bucket(&url)?, &root, location);
-    store.ordered_listing = lists_in_key_order(&url);
+    let ordered = lists_in_key_order(&url);
+    let mut bucket = bucket(&url)?;
+    if !ordered {
+        // S3 Express directory buckets neither list in key order nor start
+        // after a key: their levels are listed whole.
+        bucket.pages = None;
+    }
+    let mut store = store_below(bucket, &root, location);
+    store.ordered_listing = ordered;
     Ok(store)
 }
 

@@ -43,8 +43,9 @@ impl LevelPages {
     /// whose names come after `after`, in name order: what
     /// [`super::Store::list_level_page`] answers. `None` when the bucket
     /// lists values from before the offset (a service that ignores the key
-    /// to start after, as some emulators do): paging through it would read
-    /// the level from its start for every page.
+    /// to start after, as some emulators and Azure's older service versions
+    /// do): paging through it would read the level from its start for every
+    /// page.
     pub(super) async fn page(
         &self,
         folder: &StoreKey,
@@ -72,7 +73,7 @@ impl LevelPages {
                 // A page may come back shorter than asked (the backend's
                 // own cap, names dropped below); the loop asks for more.
                 max_keys: Some(limit.saturating_sub(entries.len()).clamp(1, 1000)),
-                page_token: token.take(),
+                page_token: token.clone(),
                 ..Default::default()
             };
             let listed = self
@@ -80,11 +81,14 @@ impl LevelPages {
                 .list_paginated((!base.is_empty()).then_some(base.as_str()), opts)
                 .await?;
             if let Some(offset) = &offset {
-                let objects = listed.result.objects.iter();
-                if objects
-                    .map(|m| m.location.as_ref())
-                    .any(|key| key <= offset.as_str())
-                {
+                let mut keys = listed.result.objects.iter().map(|m| m.location.as_ref());
+                // A folder comes again only when the offset lies inside it.
+                let mut folders = listed.result.common_prefixes.iter();
+                let before = |p: &Path| {
+                    let folder = format!("{p}/");
+                    folder.as_str() <= offset.as_str() && !offset.starts_with(&folder)
+                };
+                if keys.any(|key| key <= offset.as_str()) || folders.any(before) {
                     return Ok(None);
                 }
             }
@@ -110,8 +114,9 @@ impl LevelPages {
             let folders = listed.result.common_prefixes.iter();
             let folders = folders.filter_map(|p| Some(LevelEntry::Folder(name(p, true)?)));
             entries.extend(values.chain(folders));
-            token = listed.page_token;
-            if entries.len() >= limit || token.is_none() {
+            // A token that comes back unchanged would ask for the same page forever.
+            let asked = std::mem::replace(&mut token, listed.page_token);
+            if entries.len() >= limit || token.is_none() || token == asked {
                 break;
             }
         }

@@ -19,7 +19,7 @@ use super::codec::{
     build_v2_chain, build_v3_chain, ChunkRepr, CodecChain, ShardingCodec, V2Filters,
 };
 use super::error::{Result, ZarrError};
-use super::metadata::{ArrayMetadata, CodecSpec, Order};
+use super::metadata::{ArrayMetadata, CodecSpec, NodeMetadata, Order};
 use crate::store::{Store, StoreKey};
 
 /// How many chunks one read or write works on at once.
@@ -48,6 +48,60 @@ impl Array {
             chunk_repr,
             source: Arc::new(Direct),
         })
+    }
+
+    /// Why storing `new` in place of `old`, the node at `path`, replaces the
+    /// node rather than edits it: another kind of node or format, or an
+    /// array whose stored chunks would read differently (data type, chunk
+    /// grid, chunk keys, fill value, codecs as they decode, order) or be
+    /// left outside a smaller shape. Attributes, dimension names,
+    /// consolidated metadata and a shape that grows are edits. Compared as
+    /// read, not as written: `0` and `0.0`, `[]` and `null` filters, a codec
+    /// with or without its default settings are the same.
+    pub fn replaced_by(path: &StoreKey, old: &NodeMetadata, new: &NodeMetadata) -> Option<String> {
+        let (old, new) = match (old, new) {
+            (NodeMetadata::Array(old), NodeMetadata::Array(new)) => (old, new),
+            (NodeMetadata::Group(old), NodeMetadata::Group(new)) => {
+                return (old.zarr_format != new.zarr_format)
+                    .then(|| "it changes the group's Zarr format".to_string());
+            }
+            (old, new) => {
+                return Some(format!(
+                    "it makes the {} a {}",
+                    old.node_type(),
+                    new.node_type()
+                ))
+            }
+        };
+        if new.shape.len() != old.shape.len()
+            || new.shape.iter().zip(&old.shape).any(|(n, o)| n < o)
+        {
+            return Some(format!(
+                "it changes the shape from {:?} to {:?}, leaving stored chunks outside it",
+                old.shape, new.shape
+            ));
+        }
+        let changed = if old.zarr_format != new.zarr_format {
+            "Zarr format"
+        } else if old.dtype != new.dtype {
+            "data type"
+        } else if old.chunk_shape != new.chunk_shape {
+            "chunk grid"
+        } else if old.chunk_key_encoding != new.chunk_key_encoding {
+            "chunk key encoding"
+        } else if old.fill_value != new.fill_value {
+            "fill value"
+        } else {
+            // An old document whose codecs no longer build reads nothing to keep.
+            let chain = |meta: &ArrayMetadata| build_chain(path, meta).ok().map(|(c, _)| c.to_v3());
+            match (chain(old), chain(new)) {
+                (Some(old), Some(new)) if old != new => "codecs",
+                _ => return None,
+            }
+        };
+        Some(format!(
+            "it changes the array's {changed}, which its stored chunks were written with"
+        ))
     }
 
     /// Whether array metadata can be read and written: its codecs exist,

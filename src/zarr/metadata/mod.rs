@@ -217,43 +217,6 @@ impl NodeMetadata {
         }
     }
 
-    /// Why storing `new` in place of this node replaces it rather than
-    /// edits it: another kind of node or format, or an array whose stored
-    /// chunks would read differently (data type, chunk grid, codecs, fill
-    /// value, order, key encoding) or be left outside a smaller shape.
-    /// Attributes, dimension names, consolidated metadata and a shape that
-    /// grows are edits.
-    pub fn replaced_by(&self, new: &NodeMetadata) -> Option<String> {
-        match (self, new) {
-            (NodeMetadata::Array(old), NodeMetadata::Array(new)) => {
-                if new.shape.len() != old.shape.len()
-                    || new.shape.iter().zip(&old.shape).any(|(n, o)| n < o)
-                {
-                    return Some(format!(
-                        "it changes the shape from {:?} to {:?}, leaving stored chunks outside it",
-                        old.shape, new.shape
-                    ));
-                }
-                let mut edited: ArrayMetadata = (**old).clone();
-                edited.shape.clone_from(&new.shape);
-                edited.attributes.clone_from(&new.attributes);
-                edited.dimension_names.clone_from(&new.dimension_names);
-                // Compared as written: a NaN fill value equals no value.
-                edited.fill_value = new.fill_value.clone();
-                (edited != **new || old.fill_value_json != new.fill_value_json)
-                    .then(|| "it changes how the stored chunks read".to_string())
-            }
-            (NodeMetadata::Group(old), NodeMetadata::Group(new)) => (old.zarr_format
-                != new.zarr_format)
-                .then(|| "it changes the group's Zarr format".to_string()),
-            (old, new) => Some(format!(
-                "it makes the {} a {}",
-                old.node_type(),
-                new.node_type()
-            )),
-        }
-    }
-
     /// The node without its attributes (and consolidated children), for
     /// listings of many nodes that show neither.
     pub fn summary(mut self) -> Self {
