@@ -108,6 +108,16 @@ async fn no_node_is_created_below_an_array() {
     assert_eq!(s, StatusCode::NOT_FOUND, "no parent was made on the way");
     let (s, _, _) = call(&app, Method::PUT, "/api/v1/meta/q/b", &[], array(4, "int8")).await;
     assert_eq!(s, StatusCode::CREATED, "beside the array is fine");
+    // Attributes a node left behind are not a new v2 array's.
+    let stray = json!({"old": 1}).to_string();
+    let (s, _, _) = call(&app, Method::PUT, "/zarr/q/c/.zattrs", &[], stray).await;
+    assert!(s.is_success());
+    let spec = json!({"node_type": "array", "shape": [4], "chunks": [2], "dtype": "int8", "zarr_format": 2});
+    let (s, _, _) = call(&app, Method::PUT, "/api/v1/meta/q/c", &[], spec.to_string()).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let (_, _, b) = call(&app, Method::GET, "/api/v1/meta/q/c", &[], Body::empty()).await;
+    let node: Value = serde_json::from_slice(&b).unwrap();
+    assert_eq!(node["attributes"], json!({}), "{node}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -371,7 +371,7 @@ impl Service {
             })
             .await;
         self.changed_key(key).await;
-        result.map_err(|e: ServiceError| e)?;
+        result?;
         self.notify(Change::new(key, ChangeKind::Key));
         Ok(())
     }
@@ -380,7 +380,7 @@ impl Service {
     /// by an array's `.zarray`, a `zarr.json` by a v2 node's): it would
     /// make the node another.
     async fn refuse_other_documents(&self, key: &StoreKey) -> Result<()> {
-        let node = key.parent().unwrap_or_else(StoreKey::root);
+        let node = node_of(key);
         for name in NODE_DOCUMENTS.iter().filter(|n| **n != key.name()) {
             let other = node.join(name)?;
             if self.store.head(&other).await?.is_some() {
@@ -403,7 +403,8 @@ impl Service {
 
 /// A metadata document must parse as what its name says, and an array's
 /// codecs must build, before it is stored: a client cannot break a node.
-/// The node a node document (`zarr.json`, `.zarray`, `.zgroup`) makes.
+/// Returns the node a node document (`zarr.json`, `.zarray`, `.zgroup`,
+/// `meta`) makes.
 fn check_document(key: &StoreKey, value: &[u8]) -> Result<Option<NodeMetadata>> {
     let name = key.name();
     if !DOCUMENT_NAMES.contains(&name) {
@@ -422,7 +423,7 @@ fn check_document(key: &StoreKey, value: &[u8]) -> Result<Option<NodeMetadata>> 
     }
     let bad = |e: ZarrError| ServiceError::unprocessable("bad_metadata", e.to_string());
     let doc = crate::zarr::metadata::parse_json(key.as_str(), value).map_err(bad)?;
-    let node = key.parent().unwrap_or_else(StoreKey::root);
+    let node = node_of(key);
     let array = |meta: ArrayMetadata| {
         Array::check_metadata(&node, &meta)?;
         Ok(Some(NodeMetadata::Array(Box::new(meta))))

@@ -317,7 +317,8 @@ impl Hierarchy {
         let mut missing = Vec::new();
         while let Some(p) = parent {
             if self.exists(&p).await? {
-                if let NodeMetadata::Array(_) = self.node(&p).await? {
+                // An ancestor whose document does not parse is left to its readers.
+                if let Ok(NodeMetadata::Array(_)) = self.node(&p).await {
                     return Err(ZarrError::InsideArray {
                         path: path.to_string(),
                         array: p.to_string(),
@@ -542,21 +543,26 @@ impl Hierarchy {
         }
         self.prepare_create(path, spec.zarr_format, overwrite)
             .await?;
-        let mut documents = array_documents(&meta).into_iter();
+        self.write_array_metadata(path, &meta, overwrite).await?;
+        Ok(array)
+    }
+
+    /// Store a new array's metadata documents: the one that makes it a
+    /// node first, as [`Hierarchy::put_node_document`] does.
+    async fn write_array_metadata(
+        &self,
+        path: &StoreKey,
+        meta: &ArrayMetadata,
+        overwrite: bool,
+    ) -> Result<()> {
+        let mut documents = array_documents(meta).into_iter();
         if let Some((name, doc)) = documents.next() {
             self.put_node_document(path, name, &doc, overwrite).await?;
         }
         for (name, doc) in documents {
             self.put_json(doc_key(path, name)?, &doc).await?;
         }
-        Ok(array)
-    }
-
-    /// Store an array's metadata documents.
-    pub async fn write_array_metadata(&self, path: &StoreKey, meta: &ArrayMetadata) -> Result<()> {
-        for (name, doc) in array_documents(meta) {
-            self.put_json(doc_key(path, name)?, &doc).await?;
-        }
+        // Attributes a v2 node left behind are not the new array's.
         if meta.zarr_format == 2 && meta.attributes.is_empty() {
             self.store.delete(&doc_key(path, ".zattrs")?).await?;
         }
