@@ -106,6 +106,27 @@ async fn no_node_is_created_below_an_array() {
     }
     let (s, _, _) = call(&app, Method::GET, "/api/v1/meta/q/a/x", &[], Body::empty()).await;
     assert_eq!(s, StatusCode::NOT_FOUND, "no parent was made on the way");
+    // Nor by storing a node's document raw.
+    for (key, group) in [
+        (
+            "q/a/7/zarr.json",
+            json!({"zarr_format": 3, "node_type": "group"}),
+        ),
+        ("q/a/x/y/.zgroup", json!({"zarr_format": 2})),
+    ] {
+        let uri = format!("/zarr/{key}");
+        let (s, _, b) = call(&app, Method::PUT, &uri, &[], group.to_string()).await;
+        assert_eq!(
+            s,
+            StatusCode::CONFLICT,
+            "{key}: {}",
+            String::from_utf8_lossy(&b)
+        );
+        assert_eq!(code(&b), "inside_array");
+    }
+    // A chunk below it is what the array is made of.
+    let (s, _, _) = call(&app, Method::PUT, "/zarr/q/a/7/0", &[], vec![0u8; 4]).await;
+    assert!(s.is_success());
     let (s, _, _) = call(&app, Method::PUT, "/api/v1/meta/q/b", &[], array(4, "int8")).await;
     assert_eq!(s, StatusCode::CREATED, "beside the array is fine");
     // Attributes a node left behind are not a new v2 array's.

@@ -340,6 +340,9 @@ impl Service {
         may_replace: bool,
     ) -> Result<()> {
         let node = check_document(key, &value)?;
+        if node.is_some() {
+            self.hierarchy.check_placement(&node_of(key)).await?;
+        }
         let guarded = node.as_ref().filter(|_| !may_replace);
         if guarded.is_some() {
             self.refuse_other_documents(key).await?;

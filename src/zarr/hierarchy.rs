@@ -309,15 +309,15 @@ impl Hierarchy {
         Ok(false)
     }
 
-    /// Create groups for every missing ancestor of `path`, refusing a path
-    /// below an array. A parent another writer creates meanwhile is kept
-    /// as that writer stored it.
-    async fn create_parents(&self, path: &StoreKey, zarr_format: u8) -> Result<()> {
+    /// The ancestors of `path` no node is at, nearest first; refused when
+    /// the nearest node above is an array, whose chunk keys a node below it
+    /// would share. An ancestor whose document does not parse is left to
+    /// its readers.
+    async fn missing_parents(&self, path: &StoreKey) -> Result<Vec<StoreKey>> {
         let mut parent = path.parent();
         let mut missing = Vec::new();
         while let Some(p) = parent {
             if self.exists(&p).await? {
-                // An ancestor whose document does not parse is left to its readers.
                 if let Ok(NodeMetadata::Array(_)) = self.node(&p).await {
                     return Err(ZarrError::InsideArray {
                         path: path.to_string(),
@@ -329,7 +329,19 @@ impl Hierarchy {
             parent = p.parent();
             missing.push(p);
         }
-        for p in missing.into_iter().rev() {
+        Ok(missing)
+    }
+
+    /// Refuse a node at `path` below an array (see [`Hierarchy::missing_parents`]).
+    pub async fn check_placement(&self, path: &StoreKey) -> Result<()> {
+        self.missing_parents(path).await.map(drop)
+    }
+
+    /// Create groups for every missing ancestor of `path`, refusing a path
+    /// below an array. A parent another writer creates meanwhile is kept
+    /// as that writer stored it.
+    async fn create_parents(&self, path: &StoreKey, zarr_format: u8) -> Result<()> {
+        for p in self.missing_parents(path).await?.into_iter().rev() {
             match self.write_group(&p, zarr_format, &Map::new(), false).await {
                 Ok(()) | Err(ZarrError::NodeExists { .. }) => {}
                 Err(e) => return Err(e),
