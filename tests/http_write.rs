@@ -79,6 +79,16 @@ async fn raw_puts_heed_every_precondition() {
             "{refused:?}"
         );
     }
+    // One that cannot be read is refused, not dropped.
+    let mut req = axum::http::Request::builder()
+        .method(Method::PUT)
+        .uri("/zarr/p/blob");
+    req = req.header(
+        "if-match",
+        axum::http::HeaderValue::from_bytes(b"\"\xff\"").unwrap(),
+    );
+    let resp = tower::ServiceExt::oneshot(app.clone(), req.body(Body::from("two")).unwrap());
+    assert_eq!(resp.await.unwrap().status(), StatusCode::BAD_REQUEST);
     let (_, _, body) = call(&app, Method::GET, "/zarr/p/blob", &[], Body::empty()).await;
     assert_eq!(body, b"one");
     // Each changes the ETag: the one If-Match names goes first.

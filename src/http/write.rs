@@ -81,6 +81,15 @@ pub async fn put_key(
 ) -> ApiResult<Response> {
     state.check_writable()?;
     let key = writable_key(&raw)?;
+    // A precondition that cannot be read must not become no precondition.
+    for name in [header::IF_MATCH, header::IF_NONE_MATCH] {
+        if headers.get(&name).is_some_and(|v| v.to_str().is_err()) {
+            return Err(ApiError::bad_request(
+                "bad_header",
+                format!("{name} must be entity tags in visible ASCII"),
+            ));
+        }
+    }
     let preconditions = Preconditions {
         // Weak tags never match If-Match (RFC 9110 §13.1.1).
         if_match: strong_etags(&headers, header::IF_MATCH),

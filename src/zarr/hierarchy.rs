@@ -332,7 +332,8 @@ impl Hierarchy {
         Ok(missing)
     }
 
-    /// Refuse a node at `path` below an array (see [`Hierarchy::missing_parents`]).
+    /// Refuse a node at `path` below an array, whose chunk keys its keys
+    /// would share (the walk up that creating a node's parents makes).
     pub async fn check_placement(&self, path: &StoreKey) -> Result<()> {
         self.missing_parents(path).await.map(drop)
     }
