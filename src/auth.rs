@@ -179,13 +179,13 @@ impl Auth {
     }
 
     /// Whether a request with `authorization` may do `scope` on `path`
-    /// (`None` for routes not about one path). Returns the token's name.
+    /// (`None` for routes not about one path).
     pub fn check(
         &self,
         authorization: Option<&str>,
         scope: Scope,
         path: Option<&str>,
-    ) -> Result<Option<String>, Denied> {
+    ) -> Result<Grant, Denied> {
         let presented = authorization.and_then(|h| {
             h.strip_prefix("Bearer ")
                 .or_else(|| h.strip_prefix("bearer "))
@@ -197,7 +197,7 @@ impl Auth {
                 Scope::Admin => self.anonymous_writes && !self.has_tokens(),
             };
             return if open {
-                Ok(None)
+                Ok(Grant::default())
             } else if scope == Scope::Read || self.has_tokens() {
                 Err(Denied::Unauthenticated(
                     "this request needs a bearer token (Authorization: Bearer ...)".into(),
@@ -228,7 +228,7 @@ impl Auth {
         scope: Scope,
         path: Option<&str>,
         now: std::time::SystemTime,
-    ) -> Result<Option<String>, Denied> {
+    ) -> Result<Grant, Denied> {
         let denied = |e: sigv4::SigError| Denied::Signature {
             code: match e {
                 sigv4::SigError::Malformed(_) => "authorization_header_malformed",
@@ -255,8 +255,19 @@ impl Auth {
     }
 }
 
+/// What a request was allowed, for the checks that depend on more than
+/// its path (a create that would make parents above a token's prefix).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Grant {
+    /// The token's name; `None` for an anonymous request.
+    pub token: Option<String>,
+    /// The longest of the token's prefixes the path is in; `None` when the
+    /// token is not limited to prefixes (or the request is anonymous).
+    pub within: Option<String>,
+}
+
 /// Whether a known token may do `scope` on `path`.
-fn permit(token: &Token, scope: Scope, path: Option<&str>) -> Result<Option<String>, Denied> {
+fn permit(token: &Token, scope: Scope, path: Option<&str>) -> Result<Grant, Denied> {
     let granted = token
         .scopes
         .iter()
@@ -266,13 +277,16 @@ fn permit(token: &Token, scope: Scope, path: Option<&str>) -> Result<Option<Stri
             format!("token '{}' lacks the {scope:?} scope", token.name).to_lowercase(),
         ));
     }
+    let mut within = None;
     if !token.prefixes.is_empty() {
         let path = path.unwrap_or("").trim_matches('/');
-        let inside = token
+        within = token
             .prefixes
             .iter()
-            .any(|p| p.is_empty() || path == p || path.starts_with(&format!("{p}/")));
-        if !inside {
+            .filter(|p| p.is_empty() || path == *p || path.starts_with(&format!("{p}/")))
+            .max_by_key(|p| p.len())
+            .cloned();
+        if within.is_none() {
             return Err(Denied::Forbidden(format!(
                 "token '{}' is limited to {}",
                 token.name,
@@ -280,7 +294,10 @@ fn permit(token: &Token, scope: Scope, path: Option<&str>) -> Result<Option<Stri
             )));
         }
     }
-    Ok(Some(token.name.clone()))
+    Ok(Grant {
+        token: Some(token.name.clone()),
+        within,
+    })
 }
 
 #[cfg(test)]
@@ -324,13 +341,24 @@ mod tests {
             auth.check(Some("Bearer reader-0123456789"), Scope::Write, Some("x")),
             Err(Denied::Forbidden(_))
         ));
-        assert!(auth
-            .check(
+        assert_eq!(
+            auth.check(
                 Some("Bearer writer-0123456789"),
                 Scope::Write,
                 Some("era5/t/c/0")
             )
-            .is_ok());
+            .unwrap()
+            .within
+            .as_deref(),
+            Some("era5"),
+            "a limited token's grant says which prefix the path is in"
+        );
+        assert_eq!(
+            auth.check(Some("Bearer reader-0123456789"), Scope::Read, Some("x"))
+                .unwrap()
+                .within,
+            None
+        );
         assert!(
             auth.check(Some("Bearer writer-0123456789"), Scope::Read, Some("era5"))
                 .is_ok(),

@@ -43,10 +43,13 @@ fn overwrites(query: Option<&str>) -> bool {
 }
 
 /// What the authenticated caller may do beyond what the route needs, for
-/// handlers whose scope depends on the stored data (a resize that shrinks).
-#[derive(Debug, Clone, Copy)]
+/// handlers whose scope depends on the stored data (a resize that shrinks,
+/// a create that would make missing parents).
+#[derive(Debug, Clone, Default)]
 pub struct Caller {
     pub admin: bool,
+    /// The prefix the caller's token is limited to here (see [`crate::auth::Grant`]).
+    pub within: Option<String>,
 }
 
 pub async fn authorize<Fut>(
@@ -93,7 +96,7 @@ where
         None => state.auth.check(authorization, needed, resource.as_deref()),
     };
     match verdict {
-        Ok(_) => {
+        Ok(grant) => {
             let admin = needed == Scope::Admin
                 || (needed == Scope::Write
                     && state
@@ -101,7 +104,10 @@ where
                         .check(authorization, Scope::Admin, resource.as_deref())
                         .is_ok());
             let mut request = request;
-            request.extensions_mut().insert(Caller { admin });
+            request.extensions_mut().insert(Caller {
+                admin,
+                within: grant.within,
+            });
             next(request).await
         }
         Err(Denied::Unauthenticated(message)) => {

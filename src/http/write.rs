@@ -256,11 +256,17 @@ pub async fn put_meta(
     state: State<AppState>,
     ApiPath(path): ApiPath<String>,
     ApiQuery(params): ApiQuery<OverwriteParam>,
+    caller: Option<axum::Extension<super::auth::Caller>>,
     CommitMessage(message): CommitMessage,
     ApiBody(body): ApiBody,
 ) -> ApiResult<Response> {
     state.check_writable()?;
     let key = node_path(&path)?;
+    // A token limited to a prefix creates no missing groups above it.
+    let parents_from = match caller.and_then(|c| c.0.within) {
+        Some(prefix) => Some(node_path(&prefix)?),
+        None => None,
+    };
     let spec: NodeSpec = serde_json::from_slice(&body)
         .map_err(|e| spec_error(format!("the body is not a node description: {e}")))?;
     let node = match spec.node_type.as_str() {
@@ -276,7 +282,9 @@ pub async fn put_meta(
         }
     };
     let writing = state.service.writing(&key).await?;
-    writing.create(&key, node, params.overwrite).await?;
+    writing
+        .create(&key, node, params.overwrite, parents_from)
+        .await?;
     let snapshot = writing.finish(&message).await?;
     let meta = super::api::meta(state, ApiPath(path)).await?;
     Ok(committed(snapshot, (StatusCode::CREATED, meta)))

@@ -112,8 +112,15 @@ impl Service {
     }
 
     /// Create a group or an array at `path`, replacing what is there (and
-    /// everything below it) when `overwrite`.
-    pub async fn create(&self, path: &StoreKey, node: NodeCreate, overwrite: bool) -> Result<()> {
+    /// everything below it) when `overwrite`. Missing parents are created
+    /// at or below `parents_from` only (the prefix a writer is limited to).
+    pub async fn create(
+        &self,
+        path: &StoreKey,
+        node: NodeCreate,
+        overwrite: bool,
+        parents_from: Option<StoreKey>,
+    ) -> Result<()> {
         let format = match &node {
             NodeCreate::Group { zarr_format, .. } => *zarr_format,
             NodeCreate::Array(spec) => spec.zarr_format,
@@ -123,7 +130,14 @@ impl Service {
                 "'{path}' is in an Icechunk repository, which holds Zarr v3 only: create it with zarr_format 3"
             )));
         }
-        let h = &self.hierarchy;
+        let limited;
+        let h = match parents_from {
+            Some(floor) => {
+                limited = self.hierarchy.creating_parents_from(floor);
+                &limited
+            }
+            None => &self.hierarchy,
+        };
         let created_shape = match &node {
             NodeCreate::Array(spec) => Some(spec.shape.clone()),
             NodeCreate::Group { .. } => None,

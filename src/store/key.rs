@@ -55,6 +55,16 @@ impl StoreKey {
         &self.0
     }
 
+    /// Whether this key is `node` or lies below it.
+    pub fn is_at_or_below(&self, node: &StoreKey) -> bool {
+        node.is_root()
+            || self.as_str() == node.as_str()
+            || self
+                .as_str()
+                .strip_prefix(node.as_str())
+                .is_some_and(|rest| rest.starts_with('/'))
+    }
+
     pub fn is_root(&self) -> bool {
         self.0.is_empty()
     }

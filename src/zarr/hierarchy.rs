@@ -23,6 +23,9 @@ use crate::store::{PutCondition, Store, StoreError, StoreKey};
 pub struct Hierarchy {
     store: Store,
     source: Arc<dyn ChunkSource>,
+    /// Creating a node creates its missing parents only at or below this
+    /// node (a writer limited to a prefix makes no groups above it).
+    parents_from: StoreKey,
 }
 
 fn doc_key(path: &StoreKey, name: &str) -> Result<StoreKey> {
@@ -148,6 +151,16 @@ impl Hierarchy {
         Hierarchy {
             store,
             source: Arc::new(Direct),
+            parents_from: StoreKey::root(),
+        }
+    }
+
+    /// This hierarchy, creating the missing parents of new nodes only at
+    /// or below `floor`: a parent above it that is missing is refused.
+    pub fn creating_parents_from(&self, floor: StoreKey) -> Self {
+        Hierarchy {
+            parents_from: floor,
+            ..self.clone()
         }
     }
 
@@ -339,10 +352,23 @@ impl Hierarchy {
     }
 
     /// Create groups for every missing ancestor of `path`, refusing a path
-    /// below an array. A parent another writer creates meanwhile is kept
-    /// as that writer stored it.
+    /// below an array, or one whose missing parents reach above
+    /// [`Hierarchy::creating_parents_from`]'s floor. A parent another
+    /// writer creates meanwhile is kept as that writer stored it.
     async fn create_parents(&self, path: &StoreKey, zarr_format: u8) -> Result<()> {
-        for p in self.missing_parents(path).await?.into_iter().rev() {
+        let missing = self.missing_parents(path).await?;
+        let floor = &self.parents_from;
+        if let Some(above) = missing.iter().rev().find(|p| !p.is_at_or_below(floor)) {
+            let above = match above.is_root() {
+                true => "the root group".to_string(),
+                false => format!("the group '{above}'"),
+            };
+            return Err(ZarrError::NotAllowed(format!(
+                "creating '{path}' would create {above}, which is missing, outside '{floor}' \
+                 where this writer may create nodes; create it first with a token that may"
+            )));
+        }
+        for p in missing.into_iter().rev() {
             match self.write_group(&p, zarr_format, &Map::new(), false).await {
                 Ok(()) | Err(ZarrError::NodeExists { .. }) => {}
                 Err(e) => return Err(e),
