@@ -130,24 +130,46 @@ async fn no_node_is_created_below_an_array() {
     let (s, _, _) = call(&app, Method::PUT, "/api/v1/meta/q/b", &[], array(4, "int8")).await;
     assert_eq!(s, StatusCode::CREATED, "beside the array is fine");
     // Attributes a node left behind are not a new v2 array's.
-    let stray = json!({"old": 1}).to_string();
-    let (s, _, _) = call(&app, Method::PUT, "/zarr/q/c/.zattrs", &[], stray).await;
-    assert!(s.is_success());
-    let spec = json!({"node_type": "array", "shape": [4], "chunks": [2], "dtype": "int8", "zarr_format": 2});
-    let (s, _, _) = call(&app, Method::PUT, "/api/v1/meta/q/c", &[], spec.to_string()).await;
-    assert_eq!(s, StatusCode::CREATED);
-    let (_, _, b) = call(&app, Method::GET, "/api/v1/meta/q/c", &[], Body::empty()).await;
-    let node: Value = serde_json::from_slice(&b).unwrap();
-    assert_eq!(node["attributes"], json!({}), "{node}");
+    for (path, spec) in [
+        (
+            "q/c",
+            json!({"node_type": "array", "shape": [4], "chunks": [2], "dtype": "int8", "zarr_format": 2}),
+        ),
+        ("q/g", json!({"node_type": "group", "zarr_format": 2})),
+    ] {
+        let stray = json!({"old": 1}).to_string();
+        let (s, _, _) = call(
+            &app,
+            Method::PUT,
+            &format!("/zarr/{path}/.zattrs"),
+            &[],
+            stray,
+        )
+        .await;
+        assert!(s.is_success());
+        let uri = format!("/api/v1/meta/{path}");
+        let (s, _, _) = call(&app, Method::PUT, &uri, &[], spec.to_string()).await;
+        assert_eq!(s, StatusCode::CREATED);
+        let (_, _, b) = call(&app, Method::GET, &uri, &[], Body::empty()).await;
+        let node: Value = serde_json::from_slice(&b).unwrap();
+        assert_eq!(node["attributes"], json!({}), "{path}: {node}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_patch_racing_a_delete_does_not_bring_the_node_back() {
     for (_dir, store) in stores() {
         let app = router(AppState::new(store, writable()));
-        for round in 0..30 {
+        // A v2 node keeps its attributes beside its document, in `.zattrs`.
+        let v2 = json!({"node_type": "array", "shape": [8], "chunks": [4], "dtype": "int32", "zarr_format": 2}).to_string();
+        for round in 0..60 {
             let path = format!("/api/v1/meta/g{round}");
-            let (s, _, _) = call(&app, Method::PUT, &path, &[], array(8, "int32")).await;
+            let spec = if round % 2 == 0 {
+                array(8, "int32")
+            } else {
+                v2.clone()
+            };
+            let (s, _, _) = call(&app, Method::PUT, &path, &[], spec.clone()).await;
             assert_eq!(s, StatusCode::CREATED);
             let patch = {
                 let (app, path) = (app.clone(), path.clone());
@@ -176,11 +198,31 @@ async fn a_patch_racing_a_delete_does_not_bring_the_node_back() {
                 "round {round}: {}",
                 String::from_utf8_lossy(&b)
             );
-            let (s, _, _) = call(&app, Method::PUT, &path, &[], array(8, "int32")).await;
+            let (s, _, b) = call(
+                &app,
+                Method::GET,
+                &format!("/zarr/g{round}/.zattrs"),
+                &[],
+                Body::empty(),
+            )
+            .await;
+            assert_eq!(
+                s,
+                StatusCode::NOT_FOUND,
+                "round {round}: the patch left attributes behind: {}",
+                String::from_utf8_lossy(&b)
+            );
+            let (s, _, b) = call(&app, Method::PUT, &path, &[], spec).await;
             assert_eq!(
                 s,
                 StatusCode::CREATED,
                 "round {round}: the path is free again"
+            );
+            let attributes = serde_json::from_slice::<Value>(&b).unwrap()["attributes"].clone();
+            assert_eq!(
+                attributes,
+                json!({}),
+                "round {round}: a new node's attributes"
             );
         }
         // A patch of a node deleted before it stores nothing.
@@ -510,4 +552,53 @@ async fn a_token_limited_to_a_prefix_creates_no_groups_above_it() {
     let writer = router(AppState::new(store.clone(), scoped(Scope::Write)));
     let (s, _, _) = call(&writer, Method::PUT, "/api/v1/meta/x/y/z", &[BEARER], group).await;
     assert_eq!(s, StatusCode::CREATED);
+}
+
+/// A v2 node's attributes are written beside its document: a patch whose
+/// write lands after a delete of the node finished takes it back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_v2_patch_landing_after_a_delete_leaves_no_attributes() {
+    use object_store::throttle::{ThrottleConfig, ThrottledStore};
+    use std::time::Duration;
+    // Writes take a while to land; reads and deletes do not.
+    let slow_puts = ThrottleConfig {
+        wait_put_per_call: Duration::from_millis(300),
+        ..ThrottleConfig::default()
+    };
+    let backend = ThrottledStore::new(object_store::memory::InMemory::new(), slow_puts);
+    let store = Store::new(std::sync::Arc::new(backend), "slow writes");
+    let app = router(AppState::new(store, writable()));
+    for (path, spec) in [
+        (
+            "/api/v1/meta/a",
+            json!({"node_type": "array", "shape": [8], "chunks": [4], "dtype": "int32", "zarr_format": 2}),
+        ),
+        (
+            "/api/v1/meta/g",
+            json!({"node_type": "group", "zarr_format": 2}),
+        ),
+    ] {
+        let (s, _, _) = call(&app, Method::PUT, path, &[], spec.to_string()).await;
+        assert_eq!(s, StatusCode::CREATED);
+        let patch = {
+            let app = app.clone();
+            let body = json!({"attributes": {"x": 1}}).to_string();
+            tokio::spawn(async move { call(&app, Method::PATCH, path, &[], body).await })
+        };
+        // The patch has read the node and is storing `.zattrs` when the
+        // delete runs, and ends before it lands.
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let (s, _, _) = call(&app, Method::DELETE, path, &[], Body::empty()).await;
+        assert_eq!(s, StatusCode::NO_CONTENT);
+        let (s, _, b) = patch.await.unwrap();
+        assert_eq!(s, StatusCode::NOT_FOUND, "{}", String::from_utf8_lossy(&b));
+        let key = format!("/zarr/{}/.zattrs", path.rsplit('/').next().unwrap());
+        let (s, _, b) = call(&app, Method::GET, &key, &[], Body::empty()).await;
+        assert_eq!(
+            s,
+            StatusCode::NOT_FOUND,
+            "{key} outlived its node: {}",
+            String::from_utf8_lossy(&b)
+        );
+    }
 }

@@ -13,7 +13,7 @@ use super::error::{Result, ZarrError};
 use super::hierarchy::Hierarchy;
 use super::metadata::{document_bytes, parse_json, v2, v3, ArrayMetadata, NodeMetadata};
 use super::selection::{Indices, Resolved, ResolvedDim};
-use crate::store::{Replacement, StoreKey, Versioned};
+use crate::store::{Replacement, StoreError, StoreKey, Versioned};
 
 /// RFC 7386 JSON merge patch: objects merge, `null` removes, the rest replaces.
 pub fn merge_patch(target: &mut Value, patch: &Value) {
@@ -42,12 +42,14 @@ type ShapeChange = (Vec<u64>, Vec<u64>);
 impl Hierarchy {
     /// Read-modify-write one JSON document; `edit` gets the current document
     /// (`None` when missing) and may run more than once.
+    /// Returns the bytes stored.
     async fn update_document(
         &self,
         key: &StoreKey,
         edit: impl Fn(Option<Value>) -> Result<Value> + Send + Sync,
-    ) -> Result<()> {
+    ) -> Result<Vec<u8>> {
         let store = self.store();
+        let stored = Mutex::new(Vec::new());
         store
             .update(key, false, |current: Option<Versioned>| {
                 let doc = current
@@ -56,13 +58,47 @@ impl Hierarchy {
                 let next = doc
                     .and_then(&edit)
                     .and_then(|doc| document_bytes(key.as_str(), &doc));
+                if let Ok(bytes) = &next {
+                    *stored.lock().unwrap_or_else(|e| e.into_inner()) = bytes.clone();
+                }
                 std::future::ready(next.map(|bytes| Replacement {
                     bytes,
                     removable: false,
                 }))
             })
             .await?;
-        Ok(())
+        Ok(stored.into_inner().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// A v2 node's attributes are a document beside the one that makes it a
+    /// node: when the node was deleted while they were written, the
+    /// `.zattrs` just stored would outlive it (and be read as the attributes
+    /// of a node created there later). Take it back, unless another writer
+    /// has replaced it since, and report the node gone.
+    async fn attributes_outlived(
+        &self,
+        path: &StoreKey,
+        key: &StoreKey,
+        written: &[u8],
+    ) -> Result<()> {
+        if self.exists(path).await? {
+            return Ok(());
+        }
+        if let Some(now) = self.store().get_versioned(key).await? {
+            if now.bytes == written {
+                match self
+                    .store()
+                    .delete_if(key, now.meta.version.e_tag.as_deref())
+                    .await
+                {
+                    Ok(()) | Err(StoreError::Precondition { .. }) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        Err(ZarrError::NodeNotFound {
+            path: path.to_string(),
+        })
     }
 
     /// The document that holds a node's attributes, and the node.
@@ -100,36 +136,40 @@ impl Hierarchy {
         }
         let (key, node) = self.attributes_key(path).await?;
         let v3 = node.zarr_format() == 3;
-        self.update_document(&key, |doc| {
-            // A v2 node without attributes has no `.zattrs`; a v3 node
-            // without its document was deleted meanwhile.
-            let mut doc = match doc {
-                Some(doc) => doc,
-                None if v3 => {
-                    return Err(ZarrError::NodeNotFound {
-                        path: path.to_string(),
-                    })
+        let written = self
+            .update_document(&key, |doc| {
+                // A v2 node without attributes has no `.zattrs`; a v3 node
+                // without its document was deleted meanwhile.
+                let mut doc = match doc {
+                    Some(doc) => doc,
+                    None if v3 => {
+                        return Err(ZarrError::NodeNotFound {
+                            path: path.to_string(),
+                        })
+                    }
+                    None => Value::Object(Map::new()),
+                };
+                if v3 {
+                    merge_patch(
+                        doc.as_object_mut()
+                            .and_then(|o| o.get_mut("attributes"))
+                            .unwrap_or(&mut Value::Null),
+                        patch,
+                    );
+                    if doc.get("attributes").is_none_or(Value::is_null) {
+                        let mut attrs = Value::Object(Map::new());
+                        merge_patch(&mut attrs, patch);
+                        doc["attributes"] = attrs;
+                    }
+                } else {
+                    merge_patch(&mut doc, patch);
                 }
-                None => Value::Object(Map::new()),
-            };
-            if v3 {
-                merge_patch(
-                    doc.as_object_mut()
-                        .and_then(|o| o.get_mut("attributes"))
-                        .unwrap_or(&mut Value::Null),
-                    patch,
-                );
-                if doc.get("attributes").is_none_or(Value::is_null) {
-                    let mut attrs = Value::Object(Map::new());
-                    merge_patch(&mut attrs, patch);
-                    doc["attributes"] = attrs;
-                }
-            } else {
-                merge_patch(&mut doc, patch);
-            }
-            Ok(doc)
-        })
-        .await?;
+                Ok(doc)
+            })
+            .await?;
+        if !v3 {
+            self.attributes_outlived(path, &key, &written).await?;
+        }
         Ok(self.node(path).await?.attributes().clone())
     }
 
@@ -141,18 +181,23 @@ impl Hierarchy {
     ) -> Result<()> {
         let (key, node) = self.attributes_key(path).await?;
         let v3 = node.zarr_format() == 3;
-        self.update_document(&key, |doc| {
-            if v3 {
-                let mut doc = doc.ok_or_else(|| ZarrError::NodeNotFound {
-                    path: path.to_string(),
-                })?;
-                doc["attributes"] = Value::Object(attributes.clone());
-                Ok(doc)
-            } else {
-                Ok(Value::Object(attributes.clone()))
-            }
-        })
-        .await
+        let written = self
+            .update_document(&key, |doc| {
+                if v3 {
+                    let mut doc = doc.ok_or_else(|| ZarrError::NodeNotFound {
+                        path: path.to_string(),
+                    })?;
+                    doc["attributes"] = Value::Object(attributes.clone());
+                    Ok(doc)
+                } else {
+                    Ok(Value::Object(attributes.clone()))
+                }
+            })
+            .await?;
+        match v3 {
+            true => Ok(()),
+            false => self.attributes_outlived(path, &key, &written).await,
+        }
     }
 
     /// Change an array's shape with `reshape(old shape) -> new shape`, as one

@@ -16,7 +16,7 @@ use super::metadata::{
     document_bytes, parse_json, v1, v2, v3, ArrayMetadata, CodecSpec, GroupMetadata, NodeMetadata,
     Order, NODE_DOCUMENTS,
 };
-use crate::store::{PutCondition, Store, StoreError, StoreKey};
+use crate::store::{PutCondition, Store, StoreError, StoreKey, Version};
 
 /// A Zarr hierarchy in a store.
 #[derive(Debug, Clone)]
@@ -313,7 +313,7 @@ impl Hierarchy {
         Ok(out)
     }
 
-    async fn exists(&self, path: &StoreKey) -> Result<bool> {
+    pub(super) async fn exists(&self, path: &StoreKey) -> Result<bool> {
         for name in NODE_DOCUMENTS {
             if self.store.head(&doc_key(path, name)?).await?.is_some() {
                 return Ok(true);
@@ -424,8 +424,10 @@ impl Hierarchy {
             }
             2 => {
                 let doc = json!({"zarr_format": 2});
+                let stray = self.stray_attributes(path, attributes).await?;
                 self.put_node_document(path, ".zgroup", &doc, overwrite)
                     .await?;
+                self.drop_stray_attributes(path, stray).await?;
                 if !attributes.is_empty() {
                     self.put_json(
                         doc_key(path, ".zattrs")?,
@@ -594,18 +596,50 @@ impl Hierarchy {
         meta: &ArrayMetadata,
         overwrite: bool,
     ) -> Result<()> {
+        let stray = match meta.zarr_format {
+            2 => self.stray_attributes(path, &meta.attributes).await?,
+            _ => None,
+        };
         let mut documents = array_documents(meta).into_iter();
         if let Some((name, doc)) = documents.next() {
             self.put_node_document(path, name, &doc, overwrite).await?;
         }
+        self.drop_stray_attributes(path, stray).await?;
         for (name, doc) in documents {
             self.put_json(doc_key(path, name)?, &doc).await?;
         }
-        // Attributes a v2 node left behind are not the new array's.
-        if meta.zarr_format == 2 && meta.attributes.is_empty() {
-            self.store.delete(&doc_key(path, ".zattrs")?).await?;
-        }
         Ok(())
+    }
+
+    /// The version of a `.zattrs` at `path` before a v2 node without
+    /// attributes is created there: attributes a deleted node left behind
+    /// are not the new node's.
+    async fn stray_attributes(
+        &self,
+        path: &StoreKey,
+        attributes: &Map<String, Value>,
+    ) -> Result<Option<Version>> {
+        if !attributes.is_empty() {
+            return Ok(None);
+        }
+        Ok(self
+            .store
+            .head(&doc_key(path, ".zattrs")?)
+            .await?
+            .map(|m| m.version))
+    }
+
+    /// Delete the stray `.zattrs` once the new node's document is stored,
+    /// unless a writer of the new node has replaced it since.
+    async fn drop_stray_attributes(&self, path: &StoreKey, stray: Option<Version>) -> Result<()> {
+        let Some(version) = stray else {
+            return Ok(());
+        };
+        let key = doc_key(path, ".zattrs")?;
+        match self.store.delete_if(&key, version.e_tag.as_deref()).await {
+            Ok(()) | Err(StoreError::Precondition { .. }) => Ok(()),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Delete a node and everything below it.
