@@ -474,17 +474,23 @@ async fn a_token_limited_to_a_prefix_creates_no_groups_above_it() {
     limited.tokens[0].prefixes = vec!["lab/alice".into()];
     let admin = router(AppState::new(store.clone(), scoped(Scope::Admin)));
     let alice = router(AppState::new(store.clone(), limited));
+    let put = |app: &axum::Router, uri: &str, body: String| {
+        let (app, uri) = (app.clone(), uri.to_string());
+        async move { call(&app, Method::PUT, &uri, &[BEARER], body).await }
+    };
+    let stored = |key: &str| {
+        let (app, uri) = (admin.clone(), format!("/zarr/{key}"));
+        async move {
+            call(&app, Method::HEAD, &uri, &[BEARER], Body::empty())
+                .await
+                .0
+        }
+    };
     let group = json!({"node_type": "group"}).to_string();
+    let deep = "/api/v1/meta/lab/alice/run1/t";
     // Nothing above the prefix exists: the groups it would need are refused,
     // and nothing is stored.
-    let (s, _, b) = call(
-        &alice,
-        Method::PUT,
-        "/api/v1/meta/lab/alice/run1/t",
-        &[BEARER],
-        array(8, "int32"),
-    )
-    .await;
+    let (s, _, b) = put(&alice, deep, array(8, "int32")).await;
     assert_eq!(s, StatusCode::FORBIDDEN, "{}", String::from_utf8_lossy(&b));
     assert_eq!(code(&b), "forbidden");
     let message = String::from_utf8_lossy(&b).to_string();
@@ -493,64 +499,30 @@ async fn a_token_limited_to_a_prefix_creates_no_groups_above_it() {
         "{message}"
     );
     for key in ["zarr.json", "lab/zarr.json", "lab/alice/zarr.json"] {
-        let (s, _, _) = call(
-            &admin,
-            Method::HEAD,
-            &format!("/zarr/{key}"),
-            &[BEARER],
-            Body::empty(),
-        )
-        .await;
-        assert_eq!(s, StatusCode::NOT_FOUND, "{key} was created");
+        assert_eq!(
+            stored(key).await,
+            StatusCode::NOT_FOUND,
+            "{key} was created"
+        );
     }
     // With the root there, the group between it and the prefix is named.
     let root = json!({"zarr_format": 3, "node_type": "group"}).to_string();
-    let (s, _, _) = call(&admin, Method::PUT, "/zarr/zarr.json", &[BEARER], root).await;
-    assert!(s.is_success());
-    let (s, _, b) = call(
-        &alice,
-        Method::PUT,
-        "/api/v1/meta/lab/alice/t",
-        &[BEARER],
-        array(8, "int32"),
-    )
-    .await;
+    assert!(put(&admin, "/zarr/zarr.json", root).await.0.is_success());
+    let (s, _, b) = put(&alice, "/api/v1/meta/lab/alice/t", array(8, "int32")).await;
     assert_eq!(s, StatusCode::FORBIDDEN);
     assert!(String::from_utf8_lossy(&b).contains("the group 'lab'"));
     // Once an admin made the groups above it, missing groups at and below
     // the prefix are created as before.
-    let (s, _, _) = call(
-        &admin,
-        Method::PUT,
-        "/api/v1/meta/lab",
-        &[BEARER],
-        group.clone(),
-    )
-    .await;
+    let (s, _, _) = put(&admin, "/api/v1/meta/lab", group.clone()).await;
     assert_eq!(s, StatusCode::CREATED);
-    let (s, _, b) = call(
-        &alice,
-        Method::PUT,
-        "/api/v1/meta/lab/alice/run1/t",
-        &[BEARER],
-        array(8, "int32"),
-    )
-    .await;
+    let (s, _, b) = put(&alice, deep, array(8, "int32")).await;
     assert_eq!(s, StatusCode::CREATED, "{}", String::from_utf8_lossy(&b));
     for key in ["lab/alice/zarr.json", "lab/alice/run1/zarr.json"] {
-        let (s, _, _) = call(
-            &admin,
-            Method::HEAD,
-            &format!("/zarr/{key}"),
-            &[BEARER],
-            Body::empty(),
-        )
-        .await;
-        assert_eq!(s, StatusCode::OK, "{key} was not created");
+        assert_eq!(stored(key).await, StatusCode::OK, "{key} was not created");
     }
     // An unlimited write token still creates what is missing anywhere.
     let writer = router(AppState::new(store.clone(), scoped(Scope::Write)));
-    let (s, _, _) = call(&writer, Method::PUT, "/api/v1/meta/x/y/z", &[BEARER], group).await;
+    let (s, _, _) = put(&writer, "/api/v1/meta/x/y/z", group).await;
     assert_eq!(s, StatusCode::CREATED);
 }
 
