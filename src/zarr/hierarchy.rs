@@ -351,23 +351,14 @@ impl Hierarchy {
         self.missing_parents(path).await.map(drop)
     }
 
-    /// Create groups for every missing ancestor of `path`, refusing a path
-    /// below an array, or one whose missing parents reach above
-    /// [`Hierarchy::creating_parents_from`]'s floor. A parent another
-    /// writer creates meanwhile is kept as that writer stored it.
+    /// Create groups for every missing ancestor of `path` at or below
+    /// [`Hierarchy::creating_parents_from`]'s floor, refusing a path below
+    /// an array. Missing ancestors above the floor are left for a writer
+    /// that may write there. A parent another writer creates meanwhile is
+    /// kept as that writer stored it.
     async fn create_parents(&self, path: &StoreKey, zarr_format: u8) -> Result<()> {
-        let missing = self.missing_parents(path).await?;
-        let floor = &self.parents_from;
-        if let Some(above) = missing.iter().rev().find(|p| !p.is_at_or_below(floor)) {
-            let above = match above.is_root() {
-                true => "the root group".to_string(),
-                false => format!("the group '{above}'"),
-            };
-            return Err(ZarrError::NotAllowed(format!(
-                "creating '{path}' would create {above}, which is missing, outside '{floor}' \
-                 where this writer may create nodes; create it first with a token that may"
-            )));
-        }
+        let mut missing = self.missing_parents(path).await?;
+        missing.retain(|p| p.is_at_or_below(&self.parents_from));
         for p in missing.into_iter().rev() {
             match self.write_group(&p, zarr_format, &Map::new(), false).await {
                 Ok(()) | Err(ZarrError::NodeExists { .. }) => {}
