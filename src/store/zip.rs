@@ -160,6 +160,18 @@ impl ZipStore {
                     format!("'{name}' runs past the end of the file"),
                 ));
             }
+            // Sizes no entry can have: a stored entry is its bytes, and
+            // deflate expands at most 1032 to 1.
+            let possible = match method {
+                STORED => size == compressed,
+                _ => size <= compressed.saturating_mul(1032).saturating_add(1024),
+            };
+            if !possible {
+                return Err(corrupt(
+                    path,
+                    format!("'{name}' declares {size} bytes from {compressed} compressed"),
+                ));
+            }
             entries.insert(
                 name,
                 Entry {
@@ -204,8 +216,28 @@ impl ZipStore {
             DEFLATED => {
                 use std::io::Read;
                 let packed = read_at(&self.file, e.data_offset, e.compressed as usize).map_err(io)?;
-                let mut out = Vec::with_capacity(e.size as usize);
-                flate2::read::DeflateDecoder::new(&packed[..]).read_to_end(&mut out).map_err(io)?;
+                // Inflate only as far as the range reaches (one byte past the
+                // declared size on a read to the end, to find an entry that
+                // inflates to more than it says).
+                let want = match range.end >= e.size {
+                    true => e.size.saturating_add(1),
+                    false => range.end,
+                };
+                let mut out = Vec::with_capacity(want.min(16 << 20) as usize);
+                flate2::read::DeflateDecoder::new(&packed[..])
+                    .take(want)
+                    .read_to_end(&mut out)
+                    .map_err(io)?;
+                if out.len() as u64 != want.min(e.size) {
+                    return Err(object_store::Error::Generic {
+                        store: "zip",
+                        source: format!(
+                            "'{name}' inflates to other than the {} bytes it declares",
+                            e.size
+                        )
+                        .into(),
+                    });
+                }
                 let end = (range.end as usize).min(out.len());
                 Ok(Bytes::from(out).slice((range.start as usize).min(end)..end))
             }
@@ -330,5 +362,71 @@ impl ObjectStore for ZipStore {
 
     async fn copy_opts(&self, _: &Path, _: &Path, _: CopyOptions) -> object_store::Result<()> {
         Err(Self::read_only())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    /// A zip of one deflated entry `a` holding `data`, saying it inflates to `declared`.
+    fn deflated_zip(path: &FsPath, data: &[u8], declared: u32) {
+        let mut encoder =
+            flate2::write::DeflateEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder.write_all(data).unwrap();
+        let packed = encoder.finish().unwrap();
+        let crc = crc32fast::hash(data);
+        let mut out = vec![0x50, 0x4b, 0x03, 0x04, 20, 0, 0, 0, 8, 0, 0, 0, 0, 0];
+        out.extend(crc.to_le_bytes());
+        out.extend((packed.len() as u32).to_le_bytes());
+        out.extend(declared.to_le_bytes());
+        out.extend(1u16.to_le_bytes());
+        out.extend(0u16.to_le_bytes());
+        out.extend(b"a");
+        out.extend(&packed);
+        let start = out.len() as u32;
+        let mut c = vec![0x50, 0x4b, 0x01, 0x02, 20, 0, 20, 0, 0, 0, 8, 0, 0, 0, 0, 0];
+        c.extend(crc.to_le_bytes());
+        c.extend((packed.len() as u32).to_le_bytes());
+        c.extend(declared.to_le_bytes());
+        c.extend(1u16.to_le_bytes());
+        c.extend([0u8; 12]);
+        c.extend(0u32.to_le_bytes());
+        c.extend(b"a");
+        out.extend(&c);
+        let mut end = vec![0x50, 0x4b, 0x05, 0x06, 0, 0, 0, 0, 1, 0, 1, 0];
+        end.extend((c.len() as u32).to_le_bytes());
+        end.extend(start.to_le_bytes());
+        end.extend(0u16.to_le_bytes());
+        out.extend(end);
+        std::fs::write(path, out).unwrap();
+    }
+
+    #[test]
+    fn entries_are_read_as_far_as_they_declare() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("z.zip");
+        let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+        deflated_zip(&path, &data, data.len() as u32);
+        let zip = ZipStore::open(&path).unwrap();
+        let e = zip.entries["a"].clone();
+        assert_eq!(zip.read("a", &e, 0..e.size).unwrap(), &data[..]);
+        assert_eq!(zip.read("a", &e, 10..20).unwrap(), &data[10..20]);
+        // An entry that inflates to more or less than it says is an error
+        // on a whole read, and a read within what it says is still exact.
+        for declared in [data.len() as u32 - 1, data.len() as u32 + 1] {
+            deflated_zip(&path, &data, declared);
+            let zip = ZipStore::open(&path).unwrap();
+            let e = zip.entries["a"].clone();
+            let whole = zip.read("a", &e, 0..e.size).unwrap_err().to_string();
+            assert!(whole.contains("inflates to other than"), "{whole}");
+            assert_eq!(zip.read("a", &e, 5..9).unwrap(), &data[5..9]);
+        }
+        // Sizes deflate cannot reach are refused when the zip is opened
+        // (they would have been allocated whole on every read).
+        deflated_zip(&path, &[0u8; 10], u32::MAX - 1);
+        let refused = ZipStore::open(&path).unwrap_err().to_string();
+        assert!(refused.contains("declares"), "{refused}");
     }
 }
