@@ -134,16 +134,16 @@ async fn colours_span_the_whole_float64_range() {
 }
 
 #[tokio::test]
-async fn listing_links_keep_names_that_read_as_markup() {
+async fn listing_links_keep_names_that_read_as_markup_or_schemes() {
     let store = Store::memory();
-    for key in ["d/x&lt;y", "d/a&amp;b/c"] {
+    for key in ["d/x&lt;y", "d/a&amp;b/c", "d/javascript:alert(1)"] {
         store
             .put(&StoreKey::new(key).unwrap(), "1".into())
             .await
             .unwrap();
     }
     let app = router(AppState::new(store, Config::default()));
-    let (s, _, html) = call(
+    let (s, h, html) = call(
         &app,
         Method::GET,
         "/zarr/d/",
@@ -152,7 +152,10 @@ async fn listing_links_keep_names_that_read_as_markup() {
     )
     .await;
     assert_eq!(s, StatusCode::OK);
+    assert_eq!(h["content-security-policy"], "default-src 'none'");
     let html = String::from_utf8(html).unwrap();
+    // A name that reads as a URL scheme stays a relative link.
+    assert!(html.contains("href=\"javascript%3Aalert(1)\""), "{html}");
     assert!(html.contains("href=\"x%26lt;y\""), "{html}");
     assert!(html.contains("href=\"a%26amp;b/\""), "{html}");
     assert!(html.contains(">x&amp;lt;y<"), "{html}");

@@ -18,6 +18,8 @@ const HREF: &AsciiSet = &CONTROLS
     // In an attribute `&` starts a character reference (`&lt;` reads as `<`).
     .add(b'&')
     .add(b'%')
+    // A name with a colon would read as a URL scheme (`javascript:...`).
+    .add(b':')
     .add(b'<')
     .add(b'>')
     .add(b'?')
@@ -83,6 +85,11 @@ pub async fn list(state: &AppState, prefix: &str, headers: &HeaderMap) -> ApiRes
     response.headers_mut().insert(
         header::CONTENT_TYPE,
         HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    // A list of links: nothing on it may run or load.
+    response.headers_mut().insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("default-src 'none'"),
     );
     Ok(response)
 }
