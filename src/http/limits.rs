@@ -1,8 +1,10 @@
 //! Load shedding, timeouts and per-route request metrics.
 
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::body::Body;
 use axum::extract::{MatchedPath, Request};
@@ -30,6 +32,11 @@ where
     if request.uri().path() == "/healthz" {
         return next(request).await;
     }
+    // An HTTP/2 connection, whose responses are watched for stalls.
+    let connection = request
+        .extensions()
+        .get::<Arc<super::idle::Activity>>()
+        .cloned();
     let Ok(permit) = state.in_flight.clone().try_acquire_owned() else {
         crate::metrics::count(&crate::metrics::LOAD_SHED);
         let mut r = ApiError::new(
@@ -47,10 +54,16 @@ where
         // against its own limit, not against requests in flight.
         Ok(response) if response.extensions().get::<super::LongLived>().is_some() => response,
         Ok(response) => response.map(|body| {
-            Body::new(Held {
+            let held = Held {
                 body,
                 _permit: permit,
-            })
+            };
+            match connection {
+                Some(c) if !http_body::Body::is_end_stream(&held) => {
+                    Body::new(Watched::new(held, state.config.body_timeout, c))
+                }
+                _ => Body::new(held),
+            }
         }),
         Err(_) => ApiError::new(
             StatusCode::GATEWAY_TIMEOUT,
@@ -77,6 +90,89 @@ impl http_body::Body for Held {
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
         http_body::Body::poll_frame(Pin::new(&mut self.body), cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        http_body::Body::is_end_stream(&self.body)
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::Body::size_hint(&self.body)
+    }
+}
+
+/// An HTTP/2 response body whose connection is closed once its client
+/// has taken none of it for `timeout`, as `serve::Stalling` closes an
+/// HTTP/1.1 connection. A client can stop one stream (by granting it no
+/// flow-control window) while its connection stays busy with others and
+/// with pings, so the connection's own stall check never fires; and hyper
+/// does not poll a body it has no window for, so the body cannot time
+/// itself out: a watchdog task does.
+struct Watched {
+    body: Held,
+    progress: Arc<Progress>,
+    watchdog: tokio::task::AbortHandle,
+}
+
+struct Progress {
+    /// Polls so far.
+    asked: AtomicU64,
+    /// The last poll handed the client a frame (or none was asked for
+    /// yet): what follows waits on the client.
+    waiting: AtomicBool,
+}
+
+impl Watched {
+    fn new(body: Held, timeout: Duration, connection: Arc<super::idle::Activity>) -> Self {
+        let progress = Arc::new(Progress {
+            asked: AtomicU64::new(0),
+            waiting: AtomicBool::new(true),
+        });
+        let watched = Arc::downgrade(&progress);
+        let watchdog = tokio::spawn(async move {
+            let mut seen = None;
+            loop {
+                tokio::time::sleep(timeout).await;
+                let Some(progress) = watched.upgrade() else {
+                    return;
+                };
+                let asked = progress.asked.load(Ordering::Acquire);
+                if seen == Some(asked) && progress.waiting.load(Ordering::Acquire) {
+                    return connection.stalled();
+                }
+                seen = Some(asked);
+            }
+        })
+        .abort_handle();
+        Watched {
+            body,
+            progress,
+            watchdog,
+        }
+    }
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        self.watchdog.abort();
+    }
+}
+
+impl http_body::Body for Watched {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        self.progress.asked.fetch_add(1, Ordering::AcqRel);
+        self.progress.waiting.store(false, Ordering::Release);
+        let polled = Pin::new(&mut self.body).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(_))) = &polled {
+            self.progress.waiting.store(true, Ordering::Release);
+        }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {

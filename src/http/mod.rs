@@ -8,6 +8,7 @@ mod cache_control;
 pub mod error;
 pub mod extract;
 mod gate;
+mod idle;
 pub mod limits;
 pub mod listing;
 pub mod output;

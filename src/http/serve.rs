@@ -15,14 +15,16 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 
-use super::{router, AppState};
+use std::sync::Arc;
+
+use super::{idle, router, AppState};
 
 /// Serve until SIGTERM or Ctrl-C, then let in-flight requests finish.
 pub async fn serve(state: AppState) -> std::io::Result<()> {
@@ -43,6 +45,8 @@ pub async fn serve(state: AppState) -> std::io::Result<()> {
     let deadline = state.config.shutdown_timeout;
     let header_timeout = state.config.header_timeout;
     let send_timeout = state.config.body_timeout;
+    let header_list =
+        u32::try_from(state.config.max_header_bytes.saturating_mul(2)).unwrap_or(u32::MAX);
     let app = router(state);
     // One builder per protocol, chosen before hyper reads a byte: its own
     // detection of the protocol would wait for the first bytes without a
@@ -55,7 +59,10 @@ pub async fn serve(state: AppState) -> std::io::Result<()> {
     let mut h2 = auto::Builder::new(TokioExecutor::new()).http2_only();
     // An idle HTTP/2 connection is pinged, and closed when the ping goes
     // unanswered: its equivalent of the keep-alive deadline.
+    // Headers past `--max-header-bytes` get the JSON 431 of the check in
+    // `limits::headers`; hyper refuses (with a bare 431) only those far past.
     h2.http2()
+        .max_header_list_size(header_list)
         .timer(TokioTimer::new())
         .keep_alive_interval(header_timeout)
         .keep_alive_timeout(header_timeout);
@@ -83,6 +90,7 @@ pub async fn serve(state: AppState) -> std::io::Result<()> {
             tracing::debug!("could not set TCP_NODELAY: {e}");
         }
         let service = TowerToHyperService::new(app.clone());
+        let app = app.clone();
         let (builders, watcher, tls) = (builders.clone(), graceful.watcher(), tls.clone());
         tokio::spawn(async move {
             let served = match tls {
@@ -90,11 +98,17 @@ pub async fn serve(state: AppState) -> std::io::Result<()> {
                     let Some(h2) = cleartext_h2(&stream, header_timeout).await else {
                         return;
                     };
-                    let builder = if h2 { &builders.1 } else { &builders.0 };
                     let io = TokioIo::new(Stalling::new(stream, send_timeout));
-                    watcher
-                        .watch(builder.serve_connection(io, service).into_owned())
-                        .await
+                    if h2 {
+                        let (service, idle) = tracked(&app);
+                        let served =
+                            watcher.watch(builders.1.serve_connection(io, service).into_owned());
+                        close_when_idle(served, idle, header_timeout).await
+                    } else {
+                        watcher
+                            .watch(builders.0.serve_connection(io, service).into_owned())
+                            .await
+                    }
                 }
                 Some(acceptor) => {
                     let io = Stalling::new(stream, send_timeout);
@@ -105,14 +119,17 @@ pub async fn serve(state: AppState) -> std::io::Result<()> {
                             Err(_) => return tracing::debug!("TLS handshake timed out"),
                         };
                     let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
-                    let builder = if h2 { &builders.1 } else { &builders.0 };
-                    watcher
-                        .watch(
-                            builder
-                                .serve_connection(TokioIo::new(stream), service)
-                                .into_owned(),
-                        )
-                        .await
+                    let io = TokioIo::new(stream);
+                    if h2 {
+                        let (service, idle) = tracked(&app);
+                        let served =
+                            watcher.watch(builders.1.serve_connection(io, service).into_owned());
+                        close_when_idle(served, idle, header_timeout).await
+                    } else {
+                        watcher
+                            .watch(builders.0.serve_connection(io, service).into_owned())
+                            .await
+                    }
                 }
             };
             if let Err(e) = served {
@@ -131,6 +148,38 @@ pub async fn serve(state: AppState) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The router for one HTTP/2 connection, counting its requests.
+fn tracked(app: &axum::Router) -> (TowerToHyperService<idle::Tracked>, Arc<idle::Activity>) {
+    let activity = idle::Activity::new();
+    let service = idle::Tracked {
+        app: app.clone(),
+        activity: activity.clone(),
+    };
+    (TowerToHyperService::new(service), activity)
+}
+
+/// Serve an HTTP/2 connection until it ends, until it has carried no
+/// request for `idle` (as hyper closes an HTTP/1.1 connection that sends
+/// no request head in time), or until its client stops taking a response
+/// (as `Stalling` closes an HTTP/1.1 connection).
+async fn close_when_idle<E>(
+    served: impl Future<Output = Result<(), E>>,
+    activity: Arc<idle::Activity>,
+    idle: Duration,
+) -> Result<(), E> {
+    tokio::select! {
+        done = served => done,
+        _ = activity.idle_for(idle) => {
+            tracing::debug!("closed an HTTP/2 connection idle for {idle:?}");
+            Ok(())
+        }
+        _ = activity.until_stalled() => {
+            tracing::debug!("closed an HTTP/2 connection whose client stopped taking a response");
+            Ok(())
+        }
+    }
+}
+
 /// The first bytes of an HTTP/2 connection with prior knowledge.
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
@@ -140,6 +189,7 @@ const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 async fn cleartext_h2(stream: &tokio::net::TcpStream, wait: Duration) -> Option<bool> {
     let mut seen = [0u8; 24];
     let sniff = async {
+        let mut pause = Duration::from_millis(2);
         loop {
             let n = stream.peek(&mut seen).await.ok()?;
             if n == 0 {
@@ -151,8 +201,21 @@ async fn cleartext_h2(stream: &tokio::net::TcpStream, wait: Duration) -> Option<
             if n == H2_PREFACE.len() {
                 return Some(true);
             }
-            // Part of the preface has come: the rest follows within a packet or two.
-            tokio::time::sleep(Duration::from_millis(2)).await;
+            // Part of the preface has come: the rest follows within a packet
+            // or two. Peeking finds the same bytes after the client has
+            // gone, so look for its end of stream, and wait longer each
+            // time (thousands of clients that send three bytes and leave
+            // would otherwise keep a core busy until the deadline).
+            if stream
+                .ready(Interest::READABLE)
+                .await
+                .ok()?
+                .is_read_closed()
+            {
+                return None;
+            }
+            tokio::time::sleep(pause).await;
+            pause = (pause * 2).min(Duration::from_millis(250));
         }
     };
     tokio::time::timeout(wait, sniff).await.ok().flatten()

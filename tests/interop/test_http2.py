@@ -6,6 +6,8 @@ through it, byte for byte, ranges included; bad certificate settings stop
 the server at start with a message."""
 
 import asyncio
+import socket
+import time
 import datetime
 import ipaddress
 import os
@@ -134,3 +136,121 @@ def test_bad_tls_settings_stop_the_server_at_start(servers, tmp_path):
                              capture_output=True, text=True, timeout=30)
         assert out.returncode != 0, args
         assert says in out.stderr + out.stdout, (args, out.stderr)
+
+
+class H2Client:
+    """An HTTP/2 client over a raw socket that reads frames but, unless told
+    to, grants no flow-control window: a client that stops taking data."""
+
+    def __init__(self, url, window):
+        import h2.config
+        import h2.connection
+        import h2.settings
+        host, port = url.split("//")[1].split(":")
+        self.authority = f"{host}:{port}"
+        self.sock = socket.create_connection((host, int(port)))
+        self.sock.settimeout(0.2)
+        self.conn = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=True))
+        self.conn.initiate_connection()
+        self.conn.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: window})
+        self.sock.sendall(self.conn.data_to_send())
+        self.events = []
+        self.closed = False
+
+    def get(self, path):
+        stream = self.conn.get_next_available_stream_id()
+        self.conn.send_headers(stream, [(":method", "GET"), (":path", path), (":scheme", "http"),
+                                        (":authority", self.authority)], end_stream=True)
+        self.sock.sendall(self.conn.data_to_send())
+        return stream
+
+    def pump(self, seconds):
+        """Read frames for `seconds`, answering pings and settings only."""
+        end = time.monotonic() + seconds
+        while time.monotonic() < end and not self.closed:
+            try:
+                data = self.sock.recv(65536)
+            except socket.timeout:
+                continue
+            if not data:
+                self.closed = True
+                break
+            self.events += self.conn.receive_data(data)
+            out = self.conn.data_to_send()
+            if out:
+                self.sock.sendall(out)
+
+    def close(self):
+        self.sock.close()
+
+
+@pytest.fixture
+def blob_server(tmp_path):
+    folder = tmp_path / "data" / "big"
+    folder.mkdir(parents=True)
+    (folder / "blob").write_bytes(os.urandom(4 << 20))
+    url, proc = start_zarrd(str(tmp_path / "data"), "--body-timeout", "1", "--header-timeout", "2",
+                            "--max-concurrency", "4")
+    yield url
+    stop(proc)
+
+
+def test_a_stream_its_client_stops_taking_frees_its_place(blob_server):
+    import h2.events
+    stalled = H2Client(blob_server, window=1)
+    try:
+        streams = [stalled.get("/zarr/big/blob") for _ in range(4)]
+        stalled.pump(0.3)
+        # Every place is taken by a response its client takes nothing of ...
+        assert httpx.get(f"{blob_server}/zarr/big/blob", headers={"Range": "bytes=0-9"}).status_code == 503
+        # ... until --body-timeout passes without progress: then its
+        # connection is closed, as an HTTP/1.1 client's that stops reading,
+        # though it kept answering pings, and the places are free again.
+        stalled.pump(4)
+        assert stalled.closed
+        ended = {e.stream_id for e in stalled.events if isinstance(e, h2.events.StreamEnded)}
+        assert not ended & set(streams), "no stalled answer was passed off as complete"
+        r = httpx.get(f"{blob_server}/zarr/big/blob", headers={"Range": "bytes=0-9"})
+        assert (r.status_code, len(r.content)) == (206, 10)
+    finally:
+        stalled.close()
+
+
+def test_an_idle_http2_connection_is_closed(blob_server):
+    idle = H2Client(blob_server, window=65535)
+    try:
+        idle.get("/healthz")
+        idle.pump(5)
+        # --header-timeout (2 s) after its last request, as HTTP/1.1 keep-alive.
+        assert idle.closed
+    finally:
+        idle.close()
+
+
+def test_headers_up_to_the_limit_are_taken_over_http2(blob_server):
+    with httpx.Client(http1=False, http2=True, base_url=blob_server) as client:
+        big = {"x-padding": "a" * 20_000}
+        assert client.get("/zarr/big/blob", headers={**big, "Range": "bytes=0-3"}).status_code == 206
+        r = client.get("/zarr/big/blob", headers={"x-padding": "a" * 70_000})
+        assert r.status_code == 431
+        assert r.json()["error"]["code"] == "headers_too_large"
+
+
+def test_a_client_that_sends_part_of_the_preface_and_leaves_is_let_go(tmp_path):
+    url, proc = start_zarrd(str(tmp_path), "--header-timeout", "60")
+    try:
+        host, port = url.split("//")[1].split(":")
+        s = socket.create_connection((host, int(port)))
+        s.sendall(b"PRI")
+        s.shutdown(socket.SHUT_WR)
+        s.settimeout(20)
+        # The server closes its side once it sees the client has gone, not
+        # when --header-timeout passes (it peeked at those bytes every few
+        # milliseconds until then).
+        try:
+            assert s.recv(100) == b""
+        except ConnectionResetError:
+            pass
+        s.close()
+    finally:
+        stop(proc)
