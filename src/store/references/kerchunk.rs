@@ -304,6 +304,7 @@ mod expr {
             tokens,
             at: 0,
             vars,
+            depth: 0,
         };
         let v = p.sum()?;
         if p.at != p.tokens.len() {
@@ -368,7 +369,12 @@ mod expr {
         tokens: Vec<Token>,
         at: usize,
         vars: &'a HashMap<String, i64>,
+        /// Signs and parentheses open: each is a call deeper, and a
+        /// template of thousands would overflow the stack.
+        depth: usize,
     }
+
+    const MAX_DEPTH: usize = 64;
 
     impl Parser<'_> {
         fn peek_op(&self) -> Option<&'static str> {
@@ -408,10 +414,26 @@ mod expr {
             Ok(v)
         }
 
+        fn deeper<T>(
+            &mut self,
+            f: impl FnOnce(&mut Self) -> Result<T, String>,
+        ) -> Result<T, String> {
+            if self.depth >= MAX_DEPTH {
+                return Err(format!(
+                    "more than {MAX_DEPTH} signs and parentheses are nested"
+                ));
+            }
+            self.depth += 1;
+            let v = f(self);
+            self.depth -= 1;
+            v
+        }
+
         fn unary(&mut self) -> Result<i64, String> {
             if self.peek_op() == Some("-") {
                 self.at += 1;
-                return self.unary()?.checked_neg().ok_or_else(|| "overflow".into());
+                let v = self.deeper(Self::unary)?;
+                return v.checked_neg().ok_or_else(|| "overflow".into());
             }
             self.atom()
         }
@@ -427,7 +449,7 @@ mod expr {
                     .copied()
                     .ok_or_else(|| format!("'{name}' is not a template or a gen dimension")),
                 Some(Token::Op("(")) => {
-                    let v = self.sum()?;
+                    let v = self.deeper(Self::sum)?;
                     if self.peek_op() != Some(")") {
                         return Err("a parenthesis is not closed".into());
                     }
@@ -532,6 +554,15 @@ mod tests {
             (
                 json!({"version": 1, "gen": [{"key": "k{{i/0}}", "url": "u", "dimensions": {"i": [1]}}]}),
                 "division",
+            ),
+            // Nesting that would overflow the stack of a recursive parser.
+            (
+                json!({"version": 1, "refs": {"a": [format!("{{{{{}1}}}}", "-".repeat(100_000))]}}),
+                "nested",
+            ),
+            (
+                json!({"version": 1, "refs": {"a": [format!("{{{{{}1}}}}", "(".repeat(100_000))]}}),
+                "nested",
             ),
         ] {
             let err = parse(doc.to_string().as_bytes()).unwrap_err().0;
