@@ -23,6 +23,7 @@ import urllib.error
 import urllib.request
 
 import h5py
+import httpx
 import netCDF4
 import numpy as np
 import pytest
@@ -803,3 +804,45 @@ def test_malformed_parquet_set_and_mount_refuse_to_start(tmp_path):
                       f"{toml_string(tmp_path / 'bad.json')}, targets = [{toml_string(tmp_path)}] }}\n")
     code, output = zarrd_refuses("--config", str(config))
     assert code != 0 and "bad.json" in output and "a/0" in output, output
+
+
+def sparse_parquet_set(folder, shape, rows=10):
+    """A Parquet set whose array `big` (chunks of one byte) has references
+    for its first `rows` chunks only, in the one file written."""
+    import fastparquet
+    import pandas as pd
+    (folder / "big").mkdir(parents=True)
+    (folder.parent / "data.bin").write_bytes(bytes(range(256)))
+    zarray = {"zarr_format": 2, "shape": shape, "chunks": [1] * len(shape), "dtype": "|u1",
+              "compressor": None, "filters": None, "fill_value": 0, "order": "C"}
+    meta = {"record_size": rows, "metadata": {".zgroup": json.dumps({"zarr_format": 2}),
+                                              "big/.zarray": json.dumps(zarray)}}
+    (folder / ".zmetadata").write_text(json.dumps(meta))
+    frame = pd.DataFrame({"path": [str(folder.parent / "data.bin")] * rows, "offset": list(range(rows)),
+                          "size": [1] * rows, "raw": [None] * rows})
+    frame["raw"] = frame["raw"].astype(object)
+    fastparquet.write(str(folder / "big" / "refs.0.parq"), frame,
+                      object_encoding={"path": "utf8", "raw": "bytes"}, stats=False)
+
+
+def test_a_sparse_parquet_set_lists_the_chunks_it_has(tmp_path):
+    # A million by a million chunks, ten of them referenced: listing reads
+    # the one file written, not the 10^11 the grid could have.
+    sparse_parquet_set(tmp_path / "set.parq", [1_000_000, 1_000_000])
+    url, proc = start_zarrd(str(tmp_path / "set.parq"), "--reference-targets", str(tmp_path))
+    try:
+        listed = httpx.get(f"{url}/zarr/big/", headers={"accept": "application/json"}, timeout=60)
+        assert listed.status_code == 200, listed.text
+        assert listed.json()["keys"] == sorted([".zarray"] + [f"0.{i}" for i in range(10)])
+        assert httpx.get(f"{url}/zarr/big/0.7").content == bytes([7])
+        # One spelling per chunk: `0.07` is not chunk 0.7.
+        assert httpx.get(f"{url}/zarr/big/0.07").status_code == 404
+        assert httpx.get(f"{url}/zarr/big/00.7").status_code == 404
+    finally:
+        stop(proc)
+
+
+def test_a_parquet_grid_too_large_to_number_is_refused_at_start(tmp_path):
+    sparse_parquet_set(tmp_path / "set.parq", [2**33, 2**33])
+    code, output = zarrd_refuses(str(tmp_path / "set.parq"))
+    assert code != 0 and "more chunks than can be numbered" in output, output

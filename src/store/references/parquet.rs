@@ -48,11 +48,13 @@ impl Grid {
         }
         let mut n = 0u64;
         for (p, &len) in parts.iter().zip(&self.shape) {
-            let i: u64 = p.parse().ok().filter(|_| !p.starts_with('+'))?;
+            // One spelling per chunk: `05` is not chunk 5.
+            let canonical = !p.starts_with('+') && (p.len() == 1 || !p.starts_with('0'));
+            let i: u64 = p.parse().ok().filter(|_| canonical)?;
             if i >= len {
                 return None;
             }
-            n = n * len + i;
+            n = n.checked_mul(len)?.checked_add(i)?;
         }
         Some(n)
     }
@@ -147,8 +149,11 @@ impl ParquetSet {
             arrays,
             records: moka::future::Cache::builder()
                 .max_capacity(CACHE_BYTES)
-                .weigher(|_: &(String, u64), rows: &Arc<Vec<Option<Ref>>>| {
-                    u32::try_from(rows.len() * 48).unwrap_or(u32::MAX)
+                // A file found missing weighs its entry too: each costs
+                // its key and bookkeeping, and weighing nothing, misses
+                // were never evicted.
+                .weigher(|(array, _): &(String, u64), rows: &Arc<Vec<Option<Ref>>>| {
+                    u32::try_from(rows.len() * 48 + array.len() + 128).unwrap_or(u32::MAX)
                 })
                 .build(),
         })
@@ -206,7 +211,9 @@ impl ParquetSet {
         arrays.sort_by(|a, b| a.0.cmp(b.0));
         for (array, grid) in arrays {
             let files = grid.chunks().div_ceil(self.record_size);
-            for file in 0..files {
+            // The files written, not every file the grid could have: a
+            // sparse array of a trillion chunks may have a handful.
+            for file in self.files(array).await?.into_iter().filter(|f| *f < files) {
                 let rows = self.rows(array, file).await?;
                 for (r, row) in rows.iter().enumerate() {
                     let Some(row) = row else { continue };
@@ -273,15 +280,42 @@ impl ParquetSet {
         Ok((keys, dirs.into_iter().collect()))
     }
 
-    /// The rows of one file, read on first use.
-    async fn rows(&self, array: &str, file: u64) -> Result<Arc<Vec<Option<Ref>>>, Malformed> {
-        let key = (array.to_string(), file);
-        let store = self.store.clone();
+    /// The numbers of the reference files an array has, in order.
+    async fn files(&self, array: &str) -> Result<Vec<u64>, Malformed> {
+        let folder = self.folder(array);
+        let listed = self
+            .store
+            .list_with_delimiter(Some(&folder))
+            .await
+            .map_err(|e| malformed(format!("'{folder}' cannot be listed: {e}")))?;
+        let mut files: Vec<u64> = listed
+            .objects
+            .iter()
+            .filter_map(|o| {
+                let name = o.location.filename()?;
+                name.strip_prefix("refs.")?
+                    .strip_suffix(".parq")?
+                    .parse()
+                    .ok()
+            })
+            .collect();
+        files.sort_unstable();
+        Ok(files)
+    }
+
+    fn folder(&self, array: &str) -> Path {
         let mut path = self.root.clone();
         for part in array.split('/').filter(|p| !p.is_empty()) {
             path = path.join(part);
         }
-        let path = path.join(format!("refs.{file}.parq"));
+        path
+    }
+
+    /// The rows of one file, read on first use.
+    async fn rows(&self, array: &str, file: u64) -> Result<Arc<Vec<Option<Ref>>>, Malformed> {
+        let key = (array.to_string(), file);
+        let store = self.store.clone();
+        let path = self.folder(array).join(format!("refs.{file}.parq"));
         self.records
             .try_get_with(key, async move {
                 let bytes = match store.get(&path).await {
@@ -321,14 +355,22 @@ fn grid(key: &str, zarray: &Value) -> Result<Grid, Malformed> {
         Some("/") => '/',
         _ => '.',
     };
-    Ok(Grid {
-        shape: shape
-            .iter()
-            .zip(&chunks)
-            .map(|(s, c)| s.div_ceil(*c))
-            .collect(),
-        separator,
-    })
+    let shape: Vec<u64> = shape
+        .iter()
+        .zip(&chunks)
+        .map(|(s, c)| s.div_ceil(*c))
+        .collect();
+    // Chunks are numbered in one u64 (row `r` of file `n`).
+    if shape
+        .iter()
+        .try_fold(1u64, |n, &l| n.checked_mul(l))
+        .is_none()
+    {
+        return Err(malformed(format!(
+            "'{key}': a grid of {shape:?} chunks has more chunks than can be numbered"
+        )));
+    }
+    Ok(Grid { shape, separator })
 }
 
 /// One file's rows as references: `raw` bytes inline, a `path` with
@@ -395,6 +437,8 @@ mod tests {
         assert_eq!(g.number("2.0"), None);
         assert_eq!(g.number("0"), None);
         assert_eq!(g.number("+1.0"), None);
+        assert_eq!(g.number("01.0"), None, "one spelling per chunk");
+        assert_eq!(g.number("0.00"), None);
         assert_eq!(g.name(4), "1.1");
         let scalar = Grid {
             shape: vec![],
