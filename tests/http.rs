@@ -164,6 +164,18 @@ async fn ranges_follow_rfc_9110() {
         (s, hdr(&h, "content-range")),
         (StatusCode::RANGE_NOT_SATISFIABLE, "bytes */0")
     );
+    // Preconditions come before the range (RFC 9110 §13.2.2).
+    let (_, h, _) = get(&app, "/zarr/blob", &[]).await;
+    let etag = hdr(&h, "etag").to_string();
+    for unsatisfiable in ["bytes=100-", "bytes=-0"] {
+        let range = ("range", unsatisfiable);
+        let (s, _, _) = get(&app, "/zarr/blob", &[range, ("if-none-match", &etag)]).await;
+        assert_eq!(s, StatusCode::NOT_MODIFIED, "{unsatisfiable}");
+        let (s, _, _) = get(&app, "/zarr/blob", &[range, ("if-match", "\"other\"")]).await;
+        assert_eq!(s, StatusCode::PRECONDITION_FAILED, "{unsatisfiable}");
+        let (s, _, _) = get(&app, "/zarr/blob", &[range, ("if-match", &etag)]).await;
+        assert_eq!(s, StatusCode::RANGE_NOT_SATISFIABLE, "{unsatisfiable}");
+    }
     // A malformed Range is ignored.
     let (s, _, b) = get(&app, "/zarr/blob", &[("range", "bytes=5-2")]).await;
     assert_eq!((s, b.len()), (StatusCode::OK, 10));

@@ -16,7 +16,12 @@ pub enum ByteRange {
 /// Parse a `Range` header. `None` when it is not a valid bytes range set, in
 /// which case the header is ignored (RFC 9110 §14.2).
 pub fn parse(header: &str) -> Option<Vec<ByteRange>> {
-    let spec = header.trim().strip_prefix("bytes=")?;
+    // The unit is case-insensitive (RFC 9110 §14.1).
+    let header = header.trim();
+    let spec = header
+        .get(..6)
+        .filter(|unit| unit.eq_ignore_ascii_case("bytes="))
+        .map(|_| &header[6..])?;
     let mut out = Vec::new();
     for part in spec.split(',') {
         let part = part.trim();
@@ -29,7 +34,8 @@ pub fn parse(header: &str) -> Option<Vec<ByteRange>> {
             if s.is_empty() || !s.bytes().all(|c| c.is_ascii_digit()) {
                 return None;
             }
-            s.parse().ok()
+            // Past u64: as far as any value reaches.
+            Some(s.parse().unwrap_or(u64::MAX))
         };
         out.push(match (a.is_empty(), b.is_empty()) {
             (true, false) => ByteRange::Suffix(num(b)?),
@@ -72,6 +78,11 @@ mod tests {
         assert_eq!(parse("bytes=100-"), Some(vec![ByteRange::From(100)]));
         assert_eq!(parse("bytes=-5"), Some(vec![ByteRange::Suffix(5)]));
         assert_eq!(parse("bytes=0-0, -1").unwrap().len(), 2);
+        assert_eq!(parse("Bytes=3-5"), Some(vec![ByteRange::FromTo(3, 5)]));
+        assert_eq!(
+            parse("bytes=0-99999999999999999999999"),
+            Some(vec![ByteRange::FromTo(0, u64::MAX)])
+        );
         for bad in [
             "bytes=5-1",
             "bytes=",

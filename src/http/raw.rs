@@ -238,12 +238,7 @@ pub(super) async fn get_value(
     let range = match ranges.as_deref() {
         Some([single]) => {
             if matches!(single, ByteRange::Suffix(0)) {
-                let meta = state
-                    .service
-                    .head_value(&key)
-                    .await?
-                    .ok_or_else(|| missing(&key))?;
-                return Ok(unsatisfiable(meta.size));
+                return unsatisfiable_unless(state, &key, headers, None).await;
             }
             Some(match *single {
                 ByteRange::FromTo(a, b) => StoreRange::Bounded(a..b.saturating_add(1)),
@@ -263,7 +258,9 @@ pub(super) async fn get_value(
     let ranged = range.is_some();
     let value = match state.service.get_value(&key, range).await? {
         Got::Value(v) => v,
-        Got::Unsatisfiable { size } => return Ok(unsatisfiable(size)),
+        Got::Unsatisfiable { size } => {
+            return unsatisfiable_unless(state, &key, headers, Some(size)).await
+        }
         Got::Missing => return Err(missing(&key)),
     };
     // Preconditions are checked against the metadata of the read itself
@@ -277,6 +274,37 @@ pub(super) async fn get_value(
         ValueBody::Stream(s) => Body::from_stream(s.map(|r| r.map_err(std::io::Error::other))),
     };
     Ok(finish(&key, &value.meta, value.span, ranged, body))
+}
+
+/// A 416 for a range the value cannot satisfy, unless a precondition
+/// decides the request first (RFC 9110 §13.2.2 evaluates them before the
+/// range). `size` when the read found it and no condition needs the rest.
+async fn unsatisfiable_unless(
+    state: &AppState,
+    key: &StoreKey,
+    headers: &HeaderMap,
+    size: Option<u64>,
+) -> ApiResult<Response> {
+    let conditional = [
+        header::IF_MATCH,
+        header::IF_NONE_MATCH,
+        header::IF_MODIFIED_SINCE,
+        header::IF_UNMODIFIED_SINCE,
+    ]
+    .iter()
+    .any(|h| headers.contains_key(h));
+    if let (Some(size), false) = (size, conditional) {
+        return Ok(unsatisfiable(size));
+    }
+    let meta = state
+        .service
+        .head_value(key)
+        .await?
+        .ok_or_else(|| missing(key))?;
+    if let Some(answer) = preconditions(key, headers, &meta) {
+        return answer;
+    }
+    Ok(unsatisfiable(meta.size))
 }
 
 /// The answer when `If-None-Match` / `If-Modified-Since` / `If-Match` decide
