@@ -171,3 +171,93 @@ async fn a_method_a_route_lacks_is_a_json_405_naming_the_allowed_ones() {
     let allow = h["allow"].to_str().unwrap();
     assert!(allow.contains("GET") && allow.contains("PUT"), "{allow}");
 }
+
+/// An OME-Zarr image `img` of two levels, and a group `odd` whose
+/// declaration names a level no key can hold.
+async fn images() -> Store {
+    let store = Store::memory();
+    let h = Hierarchy::new(store.clone());
+    let image = |paths: &[&str]| {
+        let datasets: Vec<Value> = paths
+            .iter()
+            .map(|p| json!({"path": p, "coordinateTransformations": [{"type": "scale", "scale": [1.0, 1.0]}]}))
+            .collect();
+        let attrs = json!({"multiscales": [{"version": "0.4", "axes": [{"name": "y"}, {"name": "x"}], "datasets": datasets}]});
+        attrs.as_object().unwrap().clone()
+    };
+    h.create_group(&node_path("img").unwrap(), 3, image(&["0", "1"]), false)
+        .await
+        .unwrap();
+    for (level, size) in [("img/0", 8), ("img/1", 4)] {
+        let spec = ArraySpec::new(3, vec![size, size], DataType::UInt8);
+        h.create_array(&node_path(level).unwrap(), &spec, false)
+            .await
+            .unwrap();
+    }
+    let odd = image(&["0", "a\\b"]);
+    h.create_group(&node_path("odd").unwrap(), 3, odd, false)
+        .await
+        .unwrap();
+    store
+}
+
+#[tokio::test]
+async fn an_image_level_describes_its_image_to_callers_who_may_read_it() {
+    use zarrd::auth::{Scope, TokenConfig};
+    let token = |secret: &str, prefixes: &[&str]| TokenConfig {
+        name: Some(secret.into()),
+        token: Some(secret.into()),
+        token_sha256: None,
+        scopes: vec![Scope::Read],
+        prefixes: prefixes.iter().map(|p| p.to_string()).collect(),
+        access_key_id: None,
+    };
+    let config = Config {
+        tokens: vec![
+            token("whole-image-reader", &["img"]),
+            token("one-level-reader-0", &["img/0"]),
+        ],
+        ..Config::default()
+    };
+    let app = router(AppState::new(images().await, config));
+    let meta = |secret: &'static str, path: &'static str| {
+        let app = app.clone();
+        async move {
+            let bearer = format!("Bearer {secret}");
+            let (s, _, b) = call(
+                &app,
+                Method::GET,
+                path,
+                &[("authorization", &bearer)],
+                Body::empty(),
+            )
+            .await;
+            assert_eq!(s, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+            serde_json::from_slice::<Value>(&b).unwrap()
+        }
+    };
+    let level = meta("whole-image-reader", "/api/v1/meta/img/0").await;
+    assert_eq!(level["multiscale"]["level"], 0);
+    assert_eq!(level["multiscale"]["group"], "img");
+    // A token limited to the level sees the array, not the image around it
+    // (its group, the other levels' paths and shapes).
+    let level = meta("one-level-reader-0", "/api/v1/meta/img/0").await;
+    assert!(level.get("multiscale").is_none(), "{level}");
+}
+
+#[tokio::test]
+async fn a_declaration_naming_a_level_no_key_can_hold_leaves_a_group() {
+    let app = router(AppState::new(images().await, Config::default()));
+    let (s, _, b) = call(&app, Method::GET, "/api/v1/meta/odd", &[], Body::empty()).await;
+    assert_eq!(s, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+    let group: Value = serde_json::from_slice(&b).unwrap();
+    assert!(group.get("multiscales").is_none(), "{group}");
+    let (s, _, b) = call(&app, Method::GET, "/api/v1/meta/img", &[], Body::empty()).await;
+    assert_eq!(s, StatusCode::OK);
+    let group: Value = serde_json::from_slice(&b).unwrap();
+    assert_eq!(
+        group["multiscales"][0]["levels"].as_array().unwrap().len(),
+        2,
+        "{group}"
+    );
+}

@@ -92,14 +92,18 @@ pub async fn tree(
 }
 
 /// `GET /api/v1/meta`: the root node.
-pub async fn meta_root(state: State<AppState>) -> ApiResult<Json<Value>> {
-    meta(state, ApiPath(String::new())).await
+pub async fn meta_root(
+    state: State<AppState>,
+    caller: Option<axum::Extension<super::auth::Caller>>,
+) -> ApiResult<Json<Value>> {
+    meta(state, ApiPath(String::new()), caller).await
 }
 
 /// `GET /api/v1/meta/{path}`: one node, normalized across versions.
 pub async fn meta(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<String>,
+    caller: Option<axum::Extension<super::auth::Caller>>,
 ) -> ApiResult<Json<Value>> {
     let key = path_key(&path)?;
     let cached = state.service.node(&key).await?;
@@ -140,7 +144,19 @@ pub async fn meta(
             if let Some(array) = &cached.array {
                 array_details(&state, array, &mut out).await?;
             }
-            if let Some((image, level)) = state.service.level_of(&key).await? {
+            // The image is its parent group's: described only to callers
+            // that may read it (a token limited to this level may not).
+            let within = caller.and_then(|c| c.0.within);
+            let may_read_parent = key.parent().is_some_and(|parent| {
+                within.is_none_or(|prefix| {
+                    StoreKey::new(&prefix).is_ok_and(|p| parent.is_at_or_below(&p))
+                })
+            });
+            let image = match may_read_parent {
+                true => state.service.level_of(&key).await?,
+                false => None,
+            };
+            if let Some((image, level)) = image {
                 let mut of = image_json(&image);
                 of["group"] = json!(image.group.as_str());
                 of["level"] = json!(level);

@@ -263,7 +263,7 @@ pub async fn put_meta(
     state.check_writable()?;
     let key = node_path(&path)?;
     // A token limited to a prefix creates no missing groups above it.
-    let parents_from = match caller.and_then(|c| c.0.within) {
+    let parents_from = match caller.as_ref().and_then(|c| c.0.within.clone()) {
         Some(prefix) => Some(node_path(&prefix)?),
         None => None,
     };
@@ -286,7 +286,7 @@ pub async fn put_meta(
         .create(&key, node, params.overwrite, parents_from)
         .await?;
     let snapshot = writing.finish(&message).await?;
-    let meta = super::api::meta(state, ApiPath(path)).await?;
+    let meta = super::api::meta(state, ApiPath(path), caller).await?;
     Ok(committed(snapshot, (StatusCode::CREATED, meta)))
 }
 
@@ -317,7 +317,7 @@ pub async fn patch_meta(
             "nothing to change: give \"attributes\" and/or \"shape\"",
         ));
     }
-    let may_delete = caller.is_some_and(|c| c.admin);
+    let may_delete = caller.as_ref().is_some_and(|c| c.admin);
     let writing = state.service.writing(&key).await?;
     writing
         .patch(&key, patch.attributes.as_ref(), patch.shape, may_delete)
@@ -325,7 +325,7 @@ pub async fn patch_meta(
     let snapshot = writing.finish(&message).await?;
     Ok(committed(
         snapshot,
-        super::api::meta(state, ApiPath(path)).await?,
+        super::api::meta(state, ApiPath(path), caller).await?,
     ))
 }
 

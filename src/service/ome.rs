@@ -36,9 +36,12 @@ impl Service {
         };
         let mut levels = Vec::with_capacity(multiscale.datasets.len());
         for dataset in &multiscale.datasets {
-            let path = group
-                .join(&dataset.path)
-                .map_err(|e| ServiceError::unprocessable("bad_multiscale", e.to_string()))?;
+            // A level no key can name (the group's path and its together
+            // too long) leaves the group a group, as other declarations
+            // readers could not use do.
+            let Ok(path) = group.join(&dataset.path) else {
+                return Ok(None);
+            };
             let shape = match self.node(&path).await {
                 Ok(n) => match &n.meta {
                     NodeMetadata::Array(a) => Some(a.shape.clone()),

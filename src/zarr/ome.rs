@@ -88,12 +88,7 @@ pub const MAX_LEVELS: usize = 64;
 /// A level's path must name an array below the group, never above it, by
 /// a name a key can hold.
 fn below(path: &str) -> bool {
-    !path.is_empty()
-        && !path.starts_with('/')
-        && !path.chars().any(char::is_control)
-        && path
-            .split('/')
-            .all(|s| !s.is_empty() && s != "." && s != "..")
+    !path.is_empty() && crate::store::StoreKey::new(path).is_ok()
 }
 
 /// The multiscale images a group's attributes declare; none when it
