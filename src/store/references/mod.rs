@@ -418,7 +418,9 @@ impl ObjectStore for References {
                 let (store, path) = self.target(key, url)?;
                 let range =
                     super::get::requested("references", key, options.range.as_ref(), *length)?;
-                if options.head {
+                // Nothing to read (a zero-length reference): stores refuse
+                // an empty range, so the target is only looked up.
+                if options.head || range.is_empty() {
                     let meta = self.meta(key, r).await?;
                     options.check_preconditions(&meta)?;
                     return Ok(super::get::answer(once(Bytes::new()), meta, range));
@@ -450,7 +452,7 @@ impl ObjectStore for References {
                 options.check_preconditions(&meta)?;
                 let range =
                     super::get::requested("references", key, options.range.as_ref(), meta.size)?;
-                let payload = if options.head {
+                let payload = if options.head || range.is_empty() {
                     once(Bytes::new())
                 } else {
                     let got = store

@@ -37,11 +37,14 @@ async fn keys_read_the_bytes_their_references_name() {
             "a/1": ["./data.bin", 250, 6],
             "a/whole": ["data.bin"],
             "a/b64": "base64:AQID",
+            "a/empty": ["data.bin", 16, 0],
         }),
         &[],
     )
     .await;
     let s = &f.store;
+    // A reference of no bytes is an empty value (not a read of an empty range).
+    assert_eq!(s.get(&key("a/empty")).await.unwrap().unwrap().len(), 0);
     assert_eq!(
         s.get(&key(".zgroup")).await.unwrap().unwrap(),
         Bytes::from_static(b"{\"zarr_format\": 2}")
@@ -85,7 +88,7 @@ async fn keys_read_the_bytes_their_references_name() {
     assert_eq!(s.head(&key("a/whole")).await.unwrap().unwrap().size, 256);
     // Listings come from the set.
     let listing = s.list_dir(&key("a")).await.unwrap();
-    assert_eq!(listing.keys, vec!["0", "1", "b64", "whole"]);
+    assert_eq!(listing.keys, vec!["0", "1", "b64", "empty", "whole"]);
     assert_eq!(
         s.list_dir(&StoreKey::root()).await.unwrap().prefixes,
         vec!["a"]
