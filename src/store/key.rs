@@ -29,6 +29,12 @@ impl StoreKey {
         if key.chars().any(|c| c.is_control()) {
             return Err(invalid("control characters (NUL included) are not allowed"));
         }
+        // Noncharacters XML cannot carry: S3 listings could not name the key.
+        if key.contains(['\u{FFFE}', '\u{FFFF}']) {
+            return Err(invalid(
+                "the noncharacters U+FFFE and U+FFFF are not allowed",
+            ));
+        }
         if key.contains('\\') {
             return Err(invalid("backslashes are not allowed"));
         }
@@ -131,6 +137,8 @@ mod tests {
             "a\0b",
             "a\\..\\b",
             "a\nb",
+            "a\u{FFFE}b",
+            "a/\u{FFFF}",
         ] {
             assert!(StoreKey::new(k).is_err(), "{k:?} accepted");
         }

@@ -70,10 +70,14 @@ impl ListQuery {
                 )))
             }
         };
-        // No key holds a control character, and XML 1.0 cannot carry most of them.
+        // No key holds a control character or U+FFFE / U+FFFF, and XML 1.0
+        // cannot carry them.
         for name in ["prefix", "delimiter", "start-after", "marker"] {
-            if get(name).is_some_and(|v| v.chars().any(char::is_control)) {
-                return Err(invalid(format!("{name} holds a control character")));
+            let unfit = |c: char| c.is_control() || c == '\u{FFFE}' || c == '\u{FFFF}';
+            if get(name).is_some_and(|v| v.chars().any(unfit)) {
+                return Err(invalid(format!(
+                    "{name} holds a character XML cannot carry (a control character, U+FFFE or U+FFFF)"
+                )));
             }
         }
         let continuation = get("continuation-token").filter(|_| v2);
@@ -230,6 +234,16 @@ mod tests {
                 },
             })
             .collect()
+    }
+
+    #[test]
+    fn what_xml_cannot_carry_is_refused_or_replaced() {
+        let refused = ListQuery::parse(&pairs("list-type=2&prefix=a%EF%BF%BE"));
+        assert!(refused.is_err());
+        assert_eq!(
+            super::super::xml_escape("a\u{FFFF}<b\u{1}\t"),
+            "a\u{FFFD}&lt;b\u{FFFD}\t"
+        );
     }
 
     #[test]

@@ -51,7 +51,22 @@ const UNSUPPORTED: &[&str] = &[
     "website",
 ];
 
+/// Text for an XML 1.0 document: markup escaped, and the characters it
+/// cannot carry at all (control characters but tab and line breaks,
+/// U+FFFE, U+FFFF; keys hold none, but error messages may echo a request)
+/// replaced by U+FFFD.
 fn xml_escape(s: &str) -> String {
+    let carried = |c: char| {
+        !(c.is_control() && !matches!(c, '\t' | '\n' | '\r')) && c != '\u{FFFE}' && c != '\u{FFFF}'
+    };
+    let s: std::borrow::Cow<str> = match s.chars().all(carried) {
+        true => s.into(),
+        false => s
+            .chars()
+            .map(|c| if carried(c) { c } else { '\u{FFFD}' })
+            .collect::<String>()
+            .into(),
+    };
     s.replace('&', "&amp;")
         .replace('<', "&lt;")
         .replace('>', "&gt;")
