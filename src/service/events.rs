@@ -5,10 +5,10 @@
 //! has a bounded buffer, and one that falls behind it is told so and
 //! dropped.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::stream::{BoxStream, StreamExt};
 use serde::Serialize;
@@ -112,7 +112,12 @@ pub struct Events {
     held: Mutex<Option<Vec<Change>>>,
     /// One look for changes made elsewhere at a time.
     looks: tokio::sync::Semaphore,
+    /// The last look at each path watched, shared by its watchers.
+    looked: Mutex<HashMap<StoreKey, (Instant, Arc<Fingerprints>)>>,
 }
+
+/// A fingerprint of each node's metadata, by path.
+type Fingerprints = BTreeMap<String, String>;
 
 impl Default for Events {
     fn default() -> Self {
@@ -121,6 +126,7 @@ impl Default for Events {
             seq: AtomicU64::new(0),
             held: Mutex::new(None),
             looks: tokio::sync::Semaphore::new(1),
+            looked: Mutex::new(HashMap::new()),
         }
     }
 }
@@ -247,7 +253,7 @@ impl Service {
         let (service, path) = (self.clone(), path.clone());
         futures::stream::unfold(
             (None, local),
-            move |(seen, mut local): (Option<BTreeMap<String, String>>, _)| {
+            move |(seen, mut local): (Option<Arc<Fingerprints>>, _)| {
                 let (service, path) = (service.clone(), path.clone());
                 async move {
                     let mut seen = seen;
@@ -255,7 +261,12 @@ impl Service {
                         if seen.is_some() {
                             tokio::time::sleep(interval).await;
                         }
-                        let now = service.documents(&path).await.unwrap_or_default();
+                        // Looks a watcher of the same path made within
+                        // half an interval are as good as its own.
+                        let now = service
+                            .documents(&path, interval / 2)
+                            .await
+                            .unwrap_or_default();
                         // Nodes changed here since the last look.
                         let mut here = std::collections::HashSet::new();
                         let mut all_here = false;
@@ -290,27 +301,50 @@ impl Service {
         .boxed()
     }
 
-    /// A fingerprint of every node's metadata at or below `path` (none past
-    /// [`MAX_WATCHED_NODES`]). One look at a time in this server, however
-    /// many watchers there are: a look walks the hierarchy (its groups'
-    /// listings, not its chunks), and watchers may only make it late.
-    async fn documents(&self, path: &StoreKey) -> Result<BTreeMap<String, String>> {
+    /// A fingerprint of every node's metadata (attributes included) at or
+    /// below `path` (none past [`MAX_WATCHED_NODES`]). One look at a time
+    /// in this server, however many watchers there are, and watchers of
+    /// one path share a look made within `fresh` of theirs: a look walks
+    /// the hierarchy (its groups' listings, not its chunks), and watchers
+    /// may only make it late.
+    async fn documents(&self, path: &StoreKey, fresh: Duration) -> Result<Arc<Fingerprints>> {
         let _turn = self.events.looks.acquire().await;
-        let nodes = self.hierarchy.walk(path).await?;
+        let shared = |now: Instant| {
+            let looked = self.events.looked.lock().unwrap_or_else(|e| e.into_inner());
+            looked
+                .get(path)
+                .filter(|(at, _)| now.duration_since(*at) < fresh)
+                .map(|(_, seen)| seen.clone())
+        };
+        if let Some(seen) = shared(Instant::now()) {
+            return Ok(seen);
+        }
+        let nodes = self
+            .hierarchy
+            .walk_with(path, true, MAX_WATCHED_NODES)
+            .await?;
         let mut out = BTreeMap::new();
-        if nodes.len() > MAX_WATCHED_NODES {
-            return Ok(out);
+        if nodes.len() <= MAX_WATCHED_NODES {
+            for (node, meta) in nodes {
+                let seen = match meta {
+                    Ok(meta) => format!("{meta:?}"),
+                    Err(e) => format!("unreadable: {e}"),
+                };
+                out.insert(node, hex::encode(&Sha256::digest(seen.as_bytes())[..16]));
+            }
         }
-        for (node, meta) in nodes {
-            let seen = match meta {
-                Ok(meta) => format!("{meta:?}"),
-                Err(e) => format!("unreadable: {e}"),
-            };
-            out.insert(node, hex::encode(&Sha256::digest(seen.as_bytes())[..16]));
-        }
+        let out = Arc::new(out);
+        let now = Instant::now();
+        let mut looked = self.events.looked.lock().unwrap_or_else(|e| e.into_inner());
+        // Paths no one has looked at for a while are no one's any more.
+        looked.retain(|_, (at, _)| now.duration_since(*at) < FORGET_LOOKS);
+        looked.insert(path.clone(), (now, out.clone()));
         Ok(out)
     }
 }
+
+/// How long a look at a path is kept for watchers that come after.
+const FORGET_LOOKS: Duration = Duration::from_secs(300);
 
 /// A change per node whose metadata appeared, changed or went away.
 fn changed_documents(

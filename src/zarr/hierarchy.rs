@@ -256,6 +256,15 @@ impl Hierarchy {
     /// cannot be read is listed with its error, so one broken node does not
     /// hide its siblings; store failures still fail the whole call.
     pub async fn children(&self, path: &StoreKey) -> Result<Vec<(String, Result<NodeMetadata>)>> {
+        self.child_nodes(path, false).await
+    }
+
+    /// The nodes directly below `path`; with their attributes when `whole`.
+    async fn child_nodes(
+        &self,
+        path: &StoreKey,
+        whole: bool,
+    ) -> Result<Vec<(String, Result<NodeMetadata>)>> {
         let listing = self.store.list_dir(path).await?;
         let mut out = Vec::new();
         for name in listing.prefixes {
@@ -263,6 +272,7 @@ impl Hierarchy {
             match self.node(&child).await {
                 Ok(NodeMetadata::Group(g))
                     if g.implicit && !self.has_descendant_node(&child).await? => {}
+                Ok(node) if whole => out.push((name, Ok(node))),
                 // Listings show neither attributes nor consolidated children;
                 // holding them for every node would cost without bound.
                 Ok(node) => out.push((name, Ok(node.summary()))),
@@ -284,6 +294,18 @@ impl Hierarchy {
     /// node or why it cannot be read), using consolidated metadata when the
     /// start node has it.
     pub async fn walk(&self, path: &StoreKey) -> Result<Vec<(String, Result<NodeMetadata>)>> {
+        self.walk_with(path, false, usize::MAX).await
+    }
+
+    /// [`Hierarchy::walk`], with every node's attributes when `whole`, and
+    /// stopping once it has found more than `most` nodes (a caller that
+    /// will not take more need not list the rest).
+    pub async fn walk_with(
+        &self,
+        path: &StoreKey,
+        whole: bool,
+        most: usize,
+    ) -> Result<Vec<(String, Result<NodeMetadata>)>> {
         let root = self.node(path).await?;
         let mut out = vec![(path.to_string(), Ok(root.clone()))];
         if let NodeMetadata::Group(GroupMetadata {
@@ -301,7 +323,10 @@ impl Hierarchy {
         }
         let mut stack = vec![path.clone()];
         while let Some(group) = stack.pop() {
-            for (name, node) in self.children(&group).await? {
+            if out.len() > most {
+                break;
+            }
+            for (name, node) in self.child_nodes(&group, whole).await? {
                 let child = group.join(&name)?;
                 if matches!(node, Ok(NodeMetadata::Group(_))) {
                     stack.push(child.clone());

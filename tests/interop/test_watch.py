@@ -116,6 +116,23 @@ def test_changes_made_by_another_replica_arrive_on_revalidation(tmp_path):
         stop(proc)
 
 
+def test_attribute_changes_made_elsewhere_reach_watchers_above(tmp_path):
+    url, proc = start_zarrd(str(tmp_path), "--allow-anonymous-writes", "--recheck-cached", "1")
+    other_url, other = start_zarrd(str(tmp_path), "--allow-anonymous-writes")
+    try:
+        send(url, "PUT", "/api/v1/meta/a/x", {"node_type": "group"})
+        # Two watchers of the root share its looks; one of `a` has its own.
+        watchers = [watcher(url, path) for path in ("", "", "a")]
+        send(other_url, "PATCH", "/api/v1/meta/a/x", {"attributes": {"from": "elsewhere"}})
+        for events, conn in watchers:
+            kind, data, _ = take(events, 1)[0]
+            assert (kind, data["path"]) == ("metadata", "a/x")
+            conn.close()
+    finally:
+        stop(other)
+        stop(proc)
+
+
 def test_a_watcher_that_does_not_read_does_not_hold_up_writers(tmp_path):
     url, proc = start_zarrd(str(tmp_path), "--allow-anonymous-writes")
     try:
