@@ -68,6 +68,9 @@ pub struct Shared {
     pub in_flight: Arc<tokio::sync::Semaphore>,
     /// Permits for watchers (`/api/v1/watch`).
     pub watchers: Arc<tokio::sync::Semaphore>,
+    /// Set when the server begins to shut down: watches end then, as
+    /// they would otherwise hold the shutdown for its whole deadline.
+    closing: tokio::sync::watch::Sender<bool>,
     /// Thumbnails of arrays, for the viewer's tree.
     previews: preview::Previews,
     /// Cache-Control of stored values, per mount.
@@ -103,6 +106,7 @@ impl AppState {
             store,
             service: Arc::new(service),
             watchers: Arc::new(tokio::sync::Semaphore::new(watch::MAX_WATCHERS)),
+            closing: tokio::sync::watch::Sender::new(false),
             cache_control,
             config: Arc::new(config),
             auth: Arc::new(auth),
@@ -110,6 +114,21 @@ impl AppState {
             in_flight,
             previews,
         }))
+    }
+}
+
+impl AppState {
+    /// The server is shutting down: long-lived responses end.
+    pub fn begin_shutdown(&self) {
+        self.closing.send_replace(true);
+    }
+
+    /// Resolves once the server begins to shut down.
+    pub fn shutting_down(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut closing = self.closing.subscribe();
+        async move {
+            let _ = closing.wait_for(|c| *c).await;
+        }
     }
 }
 

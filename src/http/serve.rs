@@ -47,6 +47,7 @@ pub async fn serve(state: AppState) -> std::io::Result<()> {
     let send_timeout = state.config.body_timeout;
     let header_list =
         u32::try_from(state.config.max_header_bytes.saturating_mul(2)).unwrap_or(u32::MAX);
+    let closing = state.clone();
     let app = router(state);
     // One builder per protocol, chosen before hyper reads a byte: its own
     // detection of the protocol would wait for the first bytes without a
@@ -139,6 +140,7 @@ pub async fn serve(state: AppState) -> std::io::Result<()> {
     }
     drop(listener);
     tracing::info!("shutting down: finishing in-flight requests");
+    closing.begin_shutdown();
     tokio::select! {
         _ = graceful.shutdown() => {}
         _ = tokio::time::sleep(deadline) => {

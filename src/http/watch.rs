@@ -67,8 +67,14 @@ async fn watching(state: AppState, path: StoreKey) -> ApiResult<Response> {
         Some((Some(Bytes::from_static(b": alive\n\n")), ()))
     });
     let opening = futures::stream::once(async { Some(Bytes::from_static(b"retry: 2000\n\n")) });
+    // A server shutting down ends its watches (clients reconnect after
+    // `retry`, to another replica), instead of holding the shutdown open.
+    let closing = futures::stream::once(state.shutting_down()).map(|_| None);
     let body = opening
-        .chain(futures::stream::select(notices, pings))
+        .chain(futures::stream::select(
+            futures::stream::select(notices, pings),
+            closing,
+        ))
         .take_while(|b| std::future::ready(b.is_some()))
         .map(move |b| {
             // The watcher's place is held as long as its stream.

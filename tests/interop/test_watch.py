@@ -149,3 +149,16 @@ def test_a_watcher_that_does_not_read_does_not_hold_up_writers(tmp_path):
         assert status == 404 and json.loads(body)["error"]["code"] == "not_found"
     finally:
         stop(proc)
+
+
+def test_a_server_shutting_down_ends_its_watches(tmp_path):
+    url, proc = start_zarrd(str(tmp_path))
+    try:
+        events, conn = watcher(url, "")
+        proc.terminate()
+        # Watches end (clients reconnect after `retry`), so the shutdown
+        # does not wait out its deadline for them.
+        proc.wait(timeout=10)
+        conn.close()
+    finally:
+        stop(proc)
