@@ -261,3 +261,63 @@ async fn a_declaration_naming_a_level_no_key_can_hold_leaves_a_group() {
         "{group}"
     );
 }
+
+#[tokio::test]
+async fn fixed_bytes_are_text_or_byte_values_never_both_as_strings() {
+    let store = Store::memory();
+    let h = Hierarchy::new(store.clone());
+    let mut spec = ArraySpec::new(2, vec![3], DataType::FixedBytes(4));
+    spec.chunks = Some(vec![3]);
+    let a = h
+        .create_array(&node_path("b").unwrap(), &spec, false)
+        .await
+        .unwrap();
+    // Text that reads as base64, bytes that are not UTF-8, and text again.
+    let values: Vec<u8> = [&b"/w=="[..], b"\xff\0\0\0", b"AA=="].concat();
+    a.write(
+        &Selection::all().resolve(&[3]).unwrap(),
+        ArrayBytes::Fixed(values),
+    )
+    .await
+    .unwrap();
+    let app = router(AppState::new(store, writable_config()));
+    let (s, _, body) = call(
+        &app,
+        Method::GET,
+        "/api/v1/data/b?format=json",
+        &[],
+        Body::empty(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    let doc: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(doc["data"], json!(["/w==", [255], "AA=="]));
+    // What a read answers, a write takes back unchanged.
+    let body = json!({"data": doc["data"]}).to_string();
+    let (s, _, b) = call(
+        &app,
+        Method::PUT,
+        "/api/v1/data/b",
+        &[("content-type", "application/json")],
+        body,
+    )
+    .await;
+    assert!(s.is_success(), "{s}: {}", String::from_utf8_lossy(&b));
+    let (_, _, again) = call(
+        &app,
+        Method::GET,
+        "/api/v1/data/b?format=json",
+        &[],
+        Body::empty(),
+    )
+    .await;
+    let again: Value = serde_json::from_slice(&again).unwrap();
+    assert_eq!(again["data"], doc["data"]);
+}
+
+fn writable_config() -> Config {
+    Config {
+        allow_anonymous_writes: true,
+        ..Config::default()
+    }
+}

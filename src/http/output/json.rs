@@ -38,7 +38,8 @@ impl Output for Json {
 }
 
 /// One element as JSON: numbers (NaN and infinities as the spec's strings),
-/// complex as `[re, im]`, records as objects, text as strings, bytes as base64.
+/// complex as `[re, im]`, records as objects, text as strings, fixed-width
+/// bytes as text when UTF-8 (else byte values), variable-length bytes as base64.
 pub fn element_json(dtype: &DataType, b: &[u8]) -> Value {
     match dtype {
         DataType::Structured(fields) => {
@@ -58,11 +59,14 @@ pub fn element_json(dtype: &DataType, b: &[u8]) -> Value {
             }
             Value::Object(obj)
         }
+        // Text when the bytes are UTF-8 (NetCDF and HDF5 keep names in
+        // them), else the byte values: a string is always the bytes' text,
+        // as a write reads it, so the two cannot be confused.
         DataType::FixedBytes(_) => {
             let end = b.iter().rposition(|&c| c != 0).map_or(0, |i| i + 1);
             match std::str::from_utf8(&b[..end]) {
                 Ok(s) => json!(s),
-                Err(_) => json!(base64::engine::general_purpose::STANDARD.encode(&b[..end])),
+                Err(_) => json!(&b[..end]),
             }
         }
         DataType::FixedUtf32(_) => json!(decode_utf32(b)),
