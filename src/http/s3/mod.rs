@@ -57,7 +57,7 @@ const UNSUPPORTED: &[&str] = &[
 /// replaced by U+FFFD.
 fn xml_escape(s: &str) -> String {
     let carried = |c: char| {
-        !(c.is_control() && !matches!(c, '\t' | '\n' | '\r')) && c != '\u{FFFE}' && c != '\u{FFFF}'
+        (matches!(c, '\t' | '\n' | '\r') || !c.is_control()) && c != '\u{FFFE}' && c != '\u{FFFF}'
     };
     let s: std::borrow::Cow<str> = match s.chars().all(carried) {
         true => s.into(),
