@@ -261,7 +261,7 @@ impl Auth {
 pub struct Grant {
     /// The token's name; `None` for an anonymous request.
     pub token: Option<String>,
-    /// The longest of the token's prefixes the path is in; `None` when the
+    /// The shortest of the token's prefixes the path is in; `None` when the
     /// token is not limited to prefixes (or the request is anonymous).
     pub within: Option<String>,
 }
@@ -284,7 +284,8 @@ fn permit(token: &Token, scope: Scope, path: Option<&str>) -> Result<Grant, Deni
             .prefixes
             .iter()
             .filter(|p| p.is_empty() || path == *p || path.starts_with(&format!("{p}/")))
-            .max_by_key(|p| p.len())
+            // The broadest: all the token may do here lies below it.
+            .min_by_key(|p| p.len())
             .cloned();
         if within.is_none() {
             return Err(Denied::Forbidden(format!(

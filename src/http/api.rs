@@ -258,7 +258,8 @@ async fn array_details(
 #[serde(deny_unknown_fields)]
 pub struct DataParams {
     select: Option<String>,
-    points: Option<PointsParam>,
+    /// Points as a JSON string (query) or a list (body).
+    points: Option<Value>,
     field: Option<String>,
     format: Option<String>,
     /// Images: colormap, value range and scale.
@@ -268,14 +269,6 @@ pub struct DataParams {
     scale: Option<String>,
     /// A level of an OME-Zarr multiscale image, when the path is its group.
     level: Option<i64>,
-}
-
-/// Points as a JSON string (query) or a list (body).
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
-enum PointsParam {
-    Text(String),
-    List(Vec<Vec<i64>>),
 }
 
 pub async fn data_get(
@@ -336,9 +329,18 @@ fn selection(params: &DataParams) -> ApiResult<Selection> {
             "bad_selection",
             "give either select or points, not both",
         )),
-        (_, Some(PointsParam::Text(t))) => Selection::parse_points(t)
+        (_, Some(Value::String(t))) => Selection::parse_points(t)
             .map_err(|e| ApiError::bad_request("bad_selection", format!("points: {e}"))),
-        (_, Some(PointsParam::List(l))) => Ok(Selection::Points(l.clone())),
+        (_, Some(list)) => serde_json::from_value(list.clone())
+            .map(Selection::Points)
+            .map_err(|e| {
+                ApiError::bad_request(
+                    "bad_selection",
+                    format!(
+                        "points: a list of coordinate lists of integers, as [[0, 1], [5, 2]]: {e}"
+                    ),
+                )
+            }),
         (Some(s), None) => parse_select(s),
         (None, None) => Ok(Selection::all()),
     }

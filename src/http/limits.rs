@@ -108,11 +108,24 @@ impl http_body::Body for Held {
 /// with pings, so the connection's own stall check never fires; and hyper
 /// does not poll a body it has no window for, so the body cannot time
 /// itself out: a watchdog task does.
+///
+/// The body is handed over in pieces of at most [`PIECE`]: hyper asks for
+/// the next frame only once the stream has window for more, so each ask
+/// is the client's progress, and the body (with its place) lasts until
+/// the client has nearly all of it. Whole frames (a 16 MiB slab, a whole
+/// JSON answer) would be copied into the stream's send buffer at once,
+/// leaving nothing to measure a slow client by and nothing to free when
+/// it stops.
 struct Watched {
     body: Held,
+    /// What is left of the frame being handed over.
+    rest: axum::body::Bytes,
     progress: Arc<Progress>,
     watchdog: tokio::task::AbortHandle,
 }
+
+/// The most of a response an HTTP/2 stream is handed at once.
+const PIECE: usize = 64 << 10;
 
 struct Progress {
     /// Polls so far.
@@ -146,6 +159,7 @@ impl Watched {
         .abort_handle();
         Watched {
             body,
+            rest: axum::body::Bytes::new(),
             progress,
             watchdog,
         }
@@ -168,7 +182,23 @@ impl http_body::Body for Watched {
     ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
         self.progress.asked.fetch_add(1, Ordering::AcqRel);
         self.progress.waiting.store(false, Ordering::Release);
-        let polled = Pin::new(&mut self.body).poll_frame(cx);
+        let polled = if self.rest.is_empty() {
+            match Pin::new(&mut self.body).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(mut data) => {
+                        let piece = data.split_to(data.len().min(PIECE));
+                        self.rest = data;
+                        Poll::Ready(Some(Ok(http_body::Frame::data(piece))))
+                    }
+                    Err(trailers) => Poll::Ready(Some(Ok(trailers))),
+                },
+                other => other,
+            }
+        } else {
+            let n = self.rest.len().min(PIECE);
+            let piece = self.rest.split_to(n);
+            Poll::Ready(Some(Ok(http_body::Frame::data(piece))))
+        };
         if let Poll::Ready(Some(Ok(_))) = &polled {
             self.progress.waiting.store(true, Ordering::Release);
         }
@@ -176,11 +206,18 @@ impl http_body::Body for Watched {
     }
 
     fn is_end_stream(&self) -> bool {
-        http_body::Body::is_end_stream(&self.body)
+        self.rest.is_empty() && http_body::Body::is_end_stream(&self.body)
     }
 
     fn size_hint(&self) -> http_body::SizeHint {
-        http_body::Body::size_hint(&self.body)
+        let inner = http_body::Body::size_hint(&self.body);
+        let rest = self.rest.len() as u64;
+        let mut hint = http_body::SizeHint::new();
+        hint.set_lower(inner.lower() + rest);
+        if let Some(upper) = inner.upper() {
+            hint.set_upper(upper + rest);
+        }
+        hint
     }
 }
 

@@ -319,18 +319,20 @@ impl Service {
         if let Some(seen) = shared(Instant::now()) {
             return Ok(seen);
         }
+        let digest = |seen: String| hex::encode(&Sha256::digest(seen.as_bytes())[..16]);
+        // Each node is reduced to its digest as it is read: a thousand
+        // nodes' attributes are not held at once.
         let nodes = self
             .hierarchy
-            .walk_with(path, true, MAX_WATCHED_NODES)
+            .walk_with(path, MAX_WATCHED_NODES, true, &|meta| {
+                digest(format!("{meta:?}"))
+            })
             .await?;
         let mut out = BTreeMap::new();
         if nodes.len() <= MAX_WATCHED_NODES {
-            for (node, meta) in nodes {
-                let seen = match meta {
-                    Ok(meta) => format!("{meta:?}"),
-                    Err(e) => format!("unreadable: {e}"),
-                };
-                out.insert(node, hex::encode(&Sha256::digest(seen.as_bytes())[..16]));
+            for (node, seen) in nodes {
+                let seen = seen.unwrap_or_else(|e| digest(format!("unreadable: {e}")));
+                out.insert(node, seen);
             }
         }
         let out = Arc::new(out);

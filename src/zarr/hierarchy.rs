@@ -256,15 +256,22 @@ impl Hierarchy {
     /// cannot be read is listed with its error, so one broken node does not
     /// hide its siblings; store failures still fail the whole call.
     pub async fn children(&self, path: &StoreKey) -> Result<Vec<(String, Result<NodeMetadata>)>> {
-        self.child_nodes(path, false).await
+        let children = self.child_nodes(path, false, &|n| n).await?;
+        Ok(children
+            .into_iter()
+            .map(|(name, node, _)| (name, node))
+            .collect())
     }
 
-    /// The nodes directly below `path`; with their attributes when `whole`.
-    async fn child_nodes(
+    /// The nodes directly below `path` (with their attributes when
+    /// `whole`), each passed through `keep` as it is read, and whether it
+    /// is a group.
+    async fn child_nodes<T>(
         &self,
         path: &StoreKey,
         whole: bool,
-    ) -> Result<Vec<(String, Result<NodeMetadata>)>> {
+        keep: &(dyn Fn(NodeMetadata) -> T + Send + Sync),
+    ) -> Result<Vec<(String, Result<T>, bool)>> {
         let listing = self.store.list_dir(path).await?;
         let mut out = Vec::new();
         for name in listing.prefixes {
@@ -272,13 +279,17 @@ impl Hierarchy {
             match self.node(&child).await {
                 Ok(NodeMetadata::Group(g))
                     if g.implicit && !self.has_descendant_node(&child).await? => {}
-                Ok(node) if whole => out.push((name, Ok(node))),
-                // Listings show neither attributes nor consolidated children;
-                // holding them for every node would cost without bound.
-                Ok(node) => out.push((name, Ok(node.summary()))),
+                Ok(node) => {
+                    let group = matches!(node, NodeMetadata::Group(_));
+                    // Listings show neither attributes nor consolidated
+                    // children; holding them for every node would cost
+                    // without bound.
+                    let node = if whole { node } else { node.summary() };
+                    out.push((name, Ok(keep(node)), group));
+                }
                 Err(ZarrError::NodeNotFound { .. }) => {}
                 Err(e @ ZarrError::Store(_)) => return Err(e),
-                Err(e) => out.push((name, Err(e))),
+                Err(e) => out.push((name, Err(e), false)),
             }
         }
         Ok(out)
@@ -294,41 +305,44 @@ impl Hierarchy {
     /// node or why it cannot be read), using consolidated metadata when the
     /// start node has it.
     pub async fn walk(&self, path: &StoreKey) -> Result<Vec<(String, Result<NodeMetadata>)>> {
-        self.walk_with(path, false, usize::MAX).await
+        self.walk_with(path, usize::MAX, false, &|n| n).await
     }
 
-    /// [`Hierarchy::walk`], with every node's attributes when `whole`, and
-    /// stopping once it has found more than `most` nodes (a caller that
-    /// will not take more need not list the rest).
-    pub async fn walk_with(
+    /// [`Hierarchy::walk`], with every node's attributes when `whole`, each
+    /// node passed through `keep` as it is read (a walk holds only what
+    /// `keep` returns), stopping once it has found more than `most` nodes
+    /// (a caller that will not take more need not list the rest).
+    pub async fn walk_with<T>(
         &self,
         path: &StoreKey,
-        whole: bool,
         most: usize,
-    ) -> Result<Vec<(String, Result<NodeMetadata>)>> {
+        whole: bool,
+        keep: &(dyn Fn(NodeMetadata) -> T + Send + Sync),
+    ) -> Result<Vec<(String, Result<T>)>> {
         let root = self.node(path).await?;
-        let mut out = vec![(path.to_string(), Ok(root.clone()))];
         if let NodeMetadata::Group(GroupMetadata {
             consolidated: Some(nodes),
             ..
         }) = &root
         {
+            let mut out = Vec::with_capacity(nodes.len() + 1);
             for (rel, node) in nodes {
-                if rel.is_empty() {
-                    continue;
+                if !rel.is_empty() {
+                    out.push((path.join(rel)?.to_string(), Ok(keep(node.clone()))));
                 }
-                out.push((path.join(rel)?.to_string(), Ok(node.clone())));
             }
+            out.insert(0, (path.to_string(), Ok(keep(root))));
             return Ok(out);
         }
+        let mut out = vec![(path.to_string(), Ok(keep(root)))];
         let mut stack = vec![path.clone()];
         while let Some(group) = stack.pop() {
             if out.len() > most {
                 break;
             }
-            for (name, node) in self.child_nodes(&group, whole).await? {
+            for (name, node, is_group) in self.child_nodes(&group, whole, keep).await? {
                 let child = group.join(&name)?;
-                if matches!(node, Ok(NodeMetadata::Group(_))) {
+                if is_group {
                     stack.push(child.clone());
                 }
                 out.push((child.to_string(), node));

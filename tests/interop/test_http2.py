@@ -10,6 +10,7 @@ import socket
 import time
 import datetime
 import ipaddress
+import json
 import os
 import ssl
 import subprocess
@@ -164,10 +165,23 @@ class H2Client:
         self.sock.sendall(self.conn.data_to_send())
         return stream
 
-    def pump(self, seconds):
-        """Read frames for `seconds`, answering pings and settings only."""
+    def pump(self, seconds, every=None):
+        """Read frames for `seconds`, answering pings and settings only;
+        with `every`, also send a request each `every` seconds and grant
+        it the window to be answered (a client keeping its connection
+        busy while other streams stay stalled)."""
         end = time.monotonic() + seconds
+        due = time.monotonic()
         while time.monotonic() < end and not self.closed:
+            if every is not None and time.monotonic() >= due:
+                due += every
+                try:
+                    stream = self.get("/healthz")
+                    self.conn.increment_flow_control_window(1 << 16, stream_id=stream)
+                    self.sock.sendall(self.conn.data_to_send())
+                except OSError:
+                    self.closed = True
+                    break
             try:
                 data = self.sock.recv(65536)
             except socket.timeout:
@@ -180,6 +194,30 @@ class H2Client:
             if out:
                 self.sock.sendall(out)
 
+    def read_slowly(self, path, rate, seconds):
+        """Fetch `path`, granting window back at `rate` bytes a second, as
+        a client on a slow link; returns (bytes received, whether the
+        stream ended)."""
+        import h2.events
+        stream, got, owed, start = self.get(path), 0, 0, time.monotonic()
+        while time.monotonic() - start < seconds and not self.closed:
+            self.pump(0.01)
+            for e in self.events:
+                if isinstance(e, h2.events.DataReceived) and e.stream_id == stream:
+                    got += len(e.data)
+                    owed += e.flow_controlled_length
+                if isinstance(e, h2.events.StreamEnded) and e.stream_id == stream:
+                    return got, True
+            self.events = []
+            # Give back what the rate allows by now.
+            allowed = int(rate * (time.monotonic() - start)) - (got - owed)
+            grant = min(owed, max(0, allowed))
+            if grant:
+                self.conn.acknowledge_received_data(grant, stream)
+                owed -= grant
+                self.sock.sendall(self.conn.data_to_send())
+        return got, False
+
     def close(self):
         self.sock.close()
 
@@ -188,25 +226,34 @@ class H2Client:
 def blob_server(tmp_path):
     folder = tmp_path / "data" / "big"
     folder.mkdir(parents=True)
-    (folder / "blob").write_bytes(os.urandom(4 << 20))
+    (folder / "blob").write_bytes(os.urandom(2 << 20))
+    # An array whose JSON answer (about 3 MB) is one piece of body.
+    (folder / "table").mkdir()
+    (folder / "table" / ".zarray").write_text(json.dumps({
+        "zarr_format": 2, "shape": [384, 384], "chunks": [384, 384], "dtype": "<f8", "compressor": None,
+        "filters": None, "fill_value": 0, "order": "C"}))
+    (folder / "table" / "0.0").write_bytes(os.urandom(384 * 384 * 8))
     url, proc = start_zarrd(str(tmp_path / "data"), "--body-timeout", "1", "--header-timeout", "2",
                             "--max-concurrency", "4")
     yield url
     stop(proc)
 
 
-def test_a_stream_its_client_stops_taking_frees_its_place(blob_server):
+@pytest.mark.parametrize("path", ["/zarr/big/blob", "/api/v1/data/big/table?format=json"])
+def test_a_stream_its_client_stops_taking_frees_its_place(blob_server, path):
     import h2.events
     stalled = H2Client(blob_server, window=1)
     try:
-        streams = [stalled.get("/zarr/big/blob") for _ in range(4)]
+        streams = [stalled.get(path) for _ in range(4)]
         stalled.pump(0.3)
         # Every place is taken by a response its client takes nothing of ...
         assert httpx.get(f"{blob_server}/zarr/big/blob", headers={"Range": "bytes=0-9"}).status_code == 503
         # ... until --body-timeout passes without progress: then its
         # connection is closed, as an HTTP/1.1 client's that stops reading,
-        # though it kept answering pings, and the places are free again.
-        stalled.pump(4)
+        # though it kept answering pings and asking for other things (an
+        # answer handed over whole would have been out of reach), and the
+        # places are free again.
+        stalled.pump(5, every=0.5)
         assert stalled.closed
         ended = {e.stream_id for e in stalled.events if isinstance(e, h2.events.StreamEnded)}
         assert not ended & set(streams), "no stalled answer was passed off as complete"
@@ -254,3 +301,15 @@ def test_a_client_that_sends_part_of_the_preface_and_leaves_is_let_go(tmp_path):
         s.close()
     finally:
         stop(proc)
+
+
+@pytest.mark.parametrize("path", ["/zarr/big/blob", "/api/v1/data/big/table?format=json"])
+def test_a_slow_but_steady_http2_client_gets_all_of_a_long_answer(blob_server, path):
+    # Several seconds at 1 MB/s: past --body-timeout (1 s) and
+    # --header-timeout (2 s), each 64 KiB piece taken well within them.
+    slow = H2Client(blob_server, window=65535)
+    try:
+        got, ended = slow.read_slowly(path, rate=1_000_000, seconds=60)
+        assert ended and got > 2_000_000, (got, ended)
+    finally:
+        slow.close()

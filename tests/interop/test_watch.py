@@ -8,6 +8,7 @@ directory) arrives when the metadata is revalidated; a watcher that does not
 read does not hold up writers; an unknown path is a 404."""
 
 import http.client
+import httpx
 import json
 import queue
 import threading
@@ -19,22 +20,32 @@ from conftest import start_zarrd, stop
 from test_icechunk import call
 
 
+class Watch:
+    """A watch's response read on a thread, line by line as it arrives."""
+
+    def __init__(self, url, path):
+        self.client = httpx.Client(timeout=60)
+        target = f"{url}/api/v1/watch/{path}" if path else f"{url}/api/v1/watch"
+        self.stream = self.client.stream("GET", target)
+        self.response = self.stream.__enter__()
+        assert self.response.status_code == 200, self.response.read()
+        assert self.response.headers["content-type"] == "text/event-stream"
+
+    def close(self):
+        self.response.close()
+        self.client.close()
+
+
 def watcher(url, path):
-    """Events of a watch as they come: a queue of (event, data), with the
-    connection to close."""
-    parsed = urllib.parse.urlparse(url)
-    conn = http.client.HTTPConnection(parsed.hostname, parsed.port, timeout=60)
-    conn.request("GET", f"/api/v1/watch/{path}" if path else "/api/v1/watch")
-    response = conn.getresponse()
-    assert response.status == 200, response.read()
-    assert response.getheader("Content-Type") == "text/event-stream"
+    """Events of a watch as they come: a queue of (event, data, id), with
+    the watch to close."""
+    watch = Watch(url, path)
     events = queue.Queue()
 
     def read():
         fields = {}
         try:
-            for raw in response:
-                line = raw.decode().rstrip("\n")
+            for line in watch.response.iter_lines():
                 if not line:
                     if "event" in fields:
                         events.put((fields["event"], json.loads(fields["data"]), fields.get("id")))
@@ -42,11 +53,11 @@ def watcher(url, path):
                 elif not line.startswith(":"):
                     name, _, value = line.partition(": ")
                     fields[name] = value
-        except (OSError, AttributeError, ValueError):
-            pass  # the test closed the connection
+        except (httpx.HTTPError, OSError, ValueError, RuntimeError):
+            pass  # the test closed the watch
 
     threading.Thread(target=read, daemon=True).start()
-    return events, conn
+    return events, watch
 
 
 def take(events, n, timeout=30):
