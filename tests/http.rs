@@ -441,6 +441,22 @@ async fn data_formats() {
     let body: Value =
         serde_json::from_slice(&to_bytes(post.into_body(), usize::MAX).await.unwrap()).unwrap();
     assert_eq!(body["data"], json!([9.0, 18.0]));
+    // Points that are not integer coordinates say what points are.
+    let post = send(
+        &app,
+        Request::post("/api/v1/data/g/a")
+            .header(header::CONTENT_TYPE, "application/json")
+            .body(Body::from(r#"{"points": [[1.5, 1]]}"#))
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(post.status(), StatusCode::BAD_REQUEST);
+    let body = to_bytes(post.into_body(), usize::MAX).await.unwrap();
+    let text = String::from_utf8_lossy(&body);
+    assert!(
+        text.contains("list of coordinate lists of integers"),
+        "{text}"
+    );
 }
 
 #[tokio::test]
