@@ -12,6 +12,7 @@
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -21,8 +22,6 @@ use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
-
-use std::sync::Arc;
 
 use super::{idle, router, AppState};
 
@@ -58,9 +57,9 @@ pub async fn serve(state: AppState) -> std::io::Result<()> {
         .header_read_timeout(header_timeout)
         .keep_alive(true);
     let mut h2 = auto::Builder::new(TokioExecutor::new()).http2_only();
-    // An idle HTTP/2 connection is pinged, and closed when the ping goes
-    // unanswered: its equivalent of the keep-alive deadline.
-    // Headers past `--max-header-bytes` get the JSON 431 of the check in
+    // An HTTP/2 connection is pinged, and closed when a ping goes
+    // unanswered (idle ones are closed by `close_when_idle`). Headers past
+    // `--max-header-bytes` get the JSON 431 of the check in
     // `limits::headers`; hyper refuses (with a bare 431) only those far past.
     h2.http2()
         .max_header_list_size(header_list)
@@ -90,26 +89,22 @@ pub async fn serve(state: AppState) -> std::io::Result<()> {
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!("could not set TCP_NODELAY: {e}");
         }
-        let service = TowerToHyperService::new(app.clone());
         let app = app.clone();
         let (builders, watcher, tls) = (builders.clone(), graceful.watcher(), tls.clone());
         tokio::spawn(async move {
+            let connection = Connection {
+                app,
+                builders,
+                watcher,
+                idle: header_timeout,
+            };
             let served = match tls {
                 None => {
                     let Some(h2) = cleartext_h2(&stream, header_timeout).await else {
                         return;
                     };
                     let io = TokioIo::new(Stalling::new(stream, send_timeout));
-                    if h2 {
-                        let (service, idle) = tracked(&app);
-                        let served =
-                            watcher.watch(builders.1.serve_connection(io, service).into_owned());
-                        close_when_idle(served, idle, header_timeout).await
-                    } else {
-                        watcher
-                            .watch(builders.0.serve_connection(io, service).into_owned())
-                            .await
-                    }
+                    connection.serve(io, h2).await
                 }
                 Some(acceptor) => {
                     let io = Stalling::new(stream, send_timeout);
@@ -120,17 +115,7 @@ pub async fn serve(state: AppState) -> std::io::Result<()> {
                             Err(_) => return tracing::debug!("TLS handshake timed out"),
                         };
                     let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
-                    let io = TokioIo::new(stream);
-                    if h2 {
-                        let (service, idle) = tracked(&app);
-                        let served =
-                            watcher.watch(builders.1.serve_connection(io, service).into_owned());
-                        close_when_idle(served, idle, header_timeout).await
-                    } else {
-                        watcher
-                            .watch(builders.0.serve_connection(io, service).into_owned())
-                            .await
-                    }
+                    connection.serve(TokioIo::new(stream), h2).await
                 }
             };
             if let Err(e) = served {
@@ -150,34 +135,48 @@ pub async fn serve(state: AppState) -> std::io::Result<()> {
     Ok(())
 }
 
-/// The router for one HTTP/2 connection, counting its requests.
-fn tracked(app: &axum::Router) -> (TowerToHyperService<idle::Tracked>, Arc<idle::Activity>) {
-    let activity = idle::Activity::new();
-    let service = idle::Tracked {
-        app: app.clone(),
-        activity: activity.clone(),
-    };
-    (TowerToHyperService::new(service), activity)
+/// What serving one accepted connection needs.
+struct Connection {
+    app: axum::Router,
+    /// HTTP/1.1 and HTTP/2.
+    builders: Arc<(auto::Builder<TokioExecutor>, auto::Builder<TokioExecutor>)>,
+    watcher: hyper_util::server::graceful::Watcher,
+    /// How long an HTTP/2 connection may carry no request.
+    idle: Duration,
 }
 
-/// Serve an HTTP/2 connection until it ends, until it has carried no
-/// request for `idle` (as hyper closes an HTTP/1.1 connection that sends
-/// no request head in time), or until its client stops taking a response
-/// (as `Stalling` closes an HTTP/1.1 connection).
-async fn close_when_idle<E>(
-    served: impl Future<Output = Result<(), E>>,
-    activity: Arc<idle::Activity>,
-    idle: Duration,
-) -> Result<(), E> {
-    tokio::select! {
-        done = served => done,
-        _ = activity.idle_for(idle) => {
-            tracing::debug!("closed an HTTP/2 connection idle for {idle:?}");
-            Ok(())
+impl Connection {
+    /// Serve `io` in HTTP/2 or HTTP/1.1 until it ends. An HTTP/2
+    /// connection also ends once it has carried no request for `idle` (as
+    /// hyper closes an HTTP/1.1 connection that sends no request head in
+    /// time), or once its client stops taking a response (as `Stalling`
+    /// closes an HTTP/1.1 connection).
+    async fn serve<I>(self, io: I, h2: bool) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
+    where
+        I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+    {
+        if !h2 {
+            let service = TowerToHyperService::new(self.app);
+            let served = self.builders.0.serve_connection(io, service).into_owned();
+            return self.watcher.watch(served).await;
         }
-        _ = activity.until_stalled() => {
-            tracing::debug!("closed an HTTP/2 connection whose client stopped taking a response");
-            Ok(())
+        let activity = idle::Activity::new();
+        let service = TowerToHyperService::new(idle::Tracked {
+            app: self.app,
+            activity: activity.clone(),
+        });
+        let served = self.builders.1.serve_connection(io, service).into_owned();
+        let idle = self.idle;
+        tokio::select! {
+            done = self.watcher.watch(served) => done,
+            _ = activity.idle_for(idle) => {
+                tracing::debug!("closed an HTTP/2 connection idle for {idle:?}");
+                Ok(())
+            }
+            _ = activity.until_stalled() => {
+                tracing::debug!("closed an HTTP/2 connection whose client stopped taking a response");
+                Ok(())
+            }
         }
     }
 }
