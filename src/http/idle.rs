@@ -20,6 +20,8 @@ use axum::response::Response;
 use axum::Router;
 use tower::Service;
 
+use super::limits::Keeping;
+
 /// The requests of one connection: how many are open, and when the last
 /// one ended.
 pub struct Activity {
@@ -112,33 +114,8 @@ where
         let answer = self.app.call(request);
         Box::pin(async move {
             let response = answer.await?;
-            Ok(response.map(|body| Body::new(Ending { body, _open: open })))
+            // The request ends when its response body is done or dropped.
+            Ok(response.map(|body| Body::new(Keeping { body, _keep: open })))
         })
-    }
-}
-
-/// A response body that ends its request when it is done or dropped.
-struct Ending {
-    body: Body,
-    _open: Open,
-}
-
-impl http_body::Body for Ending {
-    type Data = axum::body::Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
-        Pin::new(&mut self.body).poll_frame(cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.body.size_hint()
     }
 }

@@ -56,7 +56,7 @@ where
         Ok(response) => response.map(|body| {
             let held = Held {
                 body,
-                _permit: permit,
+                _keep: permit,
             };
             match connection {
                 Some(c) if !http_body::Body::is_end_stream(&held) => {
@@ -74,14 +74,17 @@ where
     }
 }
 
-/// A response body that keeps its request's concurrency permit until it ends
-/// (or the client goes away and it is dropped).
-struct Held {
-    body: Body,
-    _permit: tokio::sync::OwnedSemaphorePermit,
+/// A response body that keeps `K` until it ends (or the client goes away
+/// and it is dropped): its request's concurrency permit here, an HTTP/2
+/// connection's count of open requests in `idle`.
+pub(super) struct Keeping<K> {
+    pub body: Body,
+    pub _keep: K,
 }
 
-impl http_body::Body for Held {
+type Held = Keeping<tokio::sync::OwnedSemaphorePermit>;
+
+impl<K: Unpin> http_body::Body for Keeping<K> {
     type Data = axum::body::Bytes;
     type Error = axum::Error;
 
