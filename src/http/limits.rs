@@ -1,10 +1,7 @@
 //! Load shedding, timeouts and per-route request metrics.
 
-use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use axum::body::Body;
 use axum::extract::{MatchedPath, Request};
@@ -12,6 +9,7 @@ use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
 use super::error::ApiError;
+use super::idle::{Keeping, Watched};
 use super::AppState;
 
 /// At most `--max-concurrency` requests at once (one semaphore shared by
@@ -74,155 +72,7 @@ where
     }
 }
 
-/// A response body that keeps `K` until it ends (or the client goes away
-/// and it is dropped): its request's concurrency permit here, an HTTP/2
-/// connection's count of open requests in `idle`.
-pub(super) struct Keeping<K> {
-    pub body: Body,
-    pub _keep: K,
-}
-
 type Held = Keeping<tokio::sync::OwnedSemaphorePermit>;
-
-impl<K: Unpin> http_body::Body for Keeping<K> {
-    type Data = axum::body::Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
-        http_body::Body::poll_frame(Pin::new(&mut self.body), cx)
-    }
-
-    fn is_end_stream(&self) -> bool {
-        http_body::Body::is_end_stream(&self.body)
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        http_body::Body::size_hint(&self.body)
-    }
-}
-
-/// An HTTP/2 response body whose connection is closed once its client
-/// has taken none of it for `timeout`, as `serve::Stalling` closes an
-/// HTTP/1.1 connection. A client can stop one stream (by granting it no
-/// flow-control window) while its connection stays busy with others and
-/// with pings, so the connection's own stall check never fires; and hyper
-/// does not poll a body it has no window for, so the body cannot time
-/// itself out: a watchdog task does.
-///
-/// The body is handed over in pieces of at most [`PIECE`]: hyper asks for
-/// the next frame only once the stream has window for more, so each ask
-/// is the client's progress, and the body (with its place) lasts until
-/// the client has nearly all of it. Whole frames (a 16 MiB slab, a whole
-/// JSON answer) would be copied into the stream's send buffer at once,
-/// leaving nothing to measure a slow client by and nothing to free when
-/// it stops.
-struct Watched {
-    body: Held,
-    /// What is left of the frame being handed over.
-    rest: axum::body::Bytes,
-    progress: Arc<Progress>,
-    watchdog: tokio::task::AbortHandle,
-}
-
-/// The most of a response an HTTP/2 stream is handed at once.
-const PIECE: usize = 64 << 10;
-
-struct Progress {
-    /// Polls so far.
-    asked: AtomicU64,
-    /// The last poll handed the client a frame (or none was asked for
-    /// yet): what follows waits on the client.
-    waiting: AtomicBool,
-}
-
-impl Watched {
-    fn new(body: Held, timeout: Duration, connection: Arc<super::idle::Activity>) -> Self {
-        let progress = Arc::new(Progress {
-            asked: AtomicU64::new(0),
-            waiting: AtomicBool::new(true),
-        });
-        let watched = Arc::downgrade(&progress);
-        let watchdog = tokio::spawn(async move {
-            let mut seen = None;
-            loop {
-                tokio::time::sleep(timeout).await;
-                let Some(progress) = watched.upgrade() else {
-                    return;
-                };
-                let asked = progress.asked.load(Ordering::Acquire);
-                if seen == Some(asked) && progress.waiting.load(Ordering::Acquire) {
-                    return connection.stalled();
-                }
-                seen = Some(asked);
-            }
-        })
-        .abort_handle();
-        Watched {
-            body,
-            rest: axum::body::Bytes::new(),
-            progress,
-            watchdog,
-        }
-    }
-}
-
-impl Drop for Watched {
-    fn drop(&mut self) {
-        self.watchdog.abort();
-    }
-}
-
-impl http_body::Body for Watched {
-    type Data = axum::body::Bytes;
-    type Error = axum::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
-        self.progress.asked.fetch_add(1, Ordering::AcqRel);
-        self.progress.waiting.store(false, Ordering::Release);
-        let polled = if self.rest.is_empty() {
-            match Pin::new(&mut self.body).poll_frame(cx) {
-                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
-                    Ok(mut data) => {
-                        let piece = data.split_to(data.len().min(PIECE));
-                        self.rest = data;
-                        Poll::Ready(Some(Ok(http_body::Frame::data(piece))))
-                    }
-                    Err(trailers) => Poll::Ready(Some(Ok(trailers))),
-                },
-                other => other,
-            }
-        } else {
-            let n = self.rest.len().min(PIECE);
-            let piece = self.rest.split_to(n);
-            Poll::Ready(Some(Ok(http_body::Frame::data(piece))))
-        };
-        if let Poll::Ready(Some(Ok(_))) = &polled {
-            self.progress.waiting.store(true, Ordering::Release);
-        }
-        polled
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.rest.is_empty() && http_body::Body::is_end_stream(&self.body)
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        let inner = http_body::Body::size_hint(&self.body);
-        let rest = self.rest.len() as u64;
-        let mut hint = http_body::SizeHint::new();
-        hint.set_lower(inner.lower() + rest);
-        if let Some(upper) = inner.upper() {
-            hint.set_upper(upper + rest);
-        }
-        hint
-    }
-}
 
 /// Count requests, latency and bytes per matched route.
 pub async fn observe<Fut>(
