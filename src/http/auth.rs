@@ -60,7 +60,7 @@ pub async fn authorize<Fut>(
 where
     Fut: std::future::Future<Output = Response>,
 {
-    let path = request.uri().path().to_string();
+    let path = request.uri().path();
     // Requests no route matched are answered 404 by the fallback.
     let Some(route) = request
         .extensions()
@@ -69,17 +69,19 @@ where
     else {
         return next(request).await;
     };
-    let method = request.method().as_str().to_ascii_lowercase();
     // A method the route lacks is answered 405; it needs no more than a read.
-    let needed = match route.access(&method).unwrap_or(Access::Needs(Scope::Read)) {
+    let needed = match route
+        .access(routes::method_name(request.method()))
+        .unwrap_or(Access::Needs(Scope::Read))
+    {
         Access::Public => return next(request).await,
-        Access::Needs(scope) => escalate(scope, request.method(), &path, request.uri().query()),
+        Access::Needs(scope) => escalate(scope, request.method(), path, request.uri().query()),
     };
     let authorization = request
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    let resource = route.resource_of(&path, request.uri().query());
+    let resource = route.resource_of(path, request.uri().query());
     // S3 clients sign their requests (SigV4) instead of sending a token.
     // Only on /s3, so other requests do not gather their headers for it.
     let s3 = path == "/s3" || path.starts_with("/s3/");

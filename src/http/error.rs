@@ -99,7 +99,7 @@ pub async fn request_id_in_errors<Fut>(
 where
     Fut: std::future::Future<Output = Response>,
 {
-    let id = request.headers().get("x-request-id").cloned();
+    let id = request.headers().get(&super::X_REQUEST_ID).cloned();
     let response = next(request).await;
     let json = response
         .headers()

@@ -147,7 +147,11 @@ where
 /// Bytes of the request target and header lines, as sent on the wire
 /// (give or take the separators).
 fn header_bytes(request: &Request) -> u64 {
-    let target = request.uri().to_string().len();
+    let uri = request.uri();
+    // The target as sent, measured without writing it out again.
+    let target = uri.scheme_str().map_or(0, |s| s.len() + 3)
+        + uri.authority().map_or(0, |a| a.as_str().len())
+        + uri.path_and_query().map_or(0, |p| p.as_str().len());
     let fields: usize = request
         .headers()
         .iter()

@@ -140,6 +140,9 @@ impl std::ops::Deref for AppState {
     }
 }
 
+/// The header that carries a request's id, both ways.
+pub static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+
 /// Marks a response that must not be compressed (array data, stored values).
 #[derive(Debug, Clone, Copy)]
 pub struct NoCompression;
@@ -377,7 +380,7 @@ fn cors(config: &crate::config::Cors) -> CorsLayer {
         HeaderName::from_static("x-zarr-vmin"),
         HeaderName::from_static("x-zarr-vmax"),
         HeaderName::from_static(write::SNAPSHOT),
-        HeaderName::from_static("x-request-id"),
+        X_REQUEST_ID.clone(),
     ];
     exposed.extend(
         config
@@ -440,12 +443,11 @@ pub fn router(state: AppState) -> Router {
     for route in ROUTES {
         router = router.route(&route.axum_path(), handler(route.path));
     }
-    let x_request_id = HeaderName::from_static("x-request-id");
     // Applied per route, so the span can name the matched route.
     let trace = TraceLayer::new_for_http()
         .make_span_with(|request: &Request| {
             let route = request.extensions().get::<MatchedPath>().map_or("(none)", |m| m.as_str());
-            let id = request.headers().get("x-request-id").and_then(|v| v.to_str().ok()).unwrap_or("");
+            let id = request.headers().get(&X_REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("");
             tracing::info_span!("request", method = %request.method(), route, path = %request.uri().path(), request_id = %id)
         })
         .on_response(DefaultOnResponse::new().level(Level::INFO).latency_unit(LatencyUnit::Micros));
@@ -461,10 +463,10 @@ pub fn router(state: AppState) -> Router {
     // service clone per request and layer (`bench/profile.md`).
     let layers = tower::ServiceBuilder::new()
         .layer(SetRequestIdLayer::new(
-            x_request_id.clone(),
+            X_REQUEST_ID.clone(),
             RequestIds::new(),
         ))
-        .layer(PropagateRequestIdLayer::new(x_request_id))
+        .layer(PropagateRequestIdLayer::new(X_REQUEST_ID.clone()))
         .layer(cors(&cors_config))
         .layer(CompressionLayer::new().compress_when(compressible))
         .layer(axum::middleware::from_fn_with_state(
@@ -541,11 +543,24 @@ impl RequestIds {
     }
 }
 
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
 impl MakeRequestId for RequestIds {
     fn make_request_id<B>(&mut self, _: &axum::http::Request<B>) -> Option<RequestId> {
         let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let id = format!("{:016x}{n:016x}", self.prefix);
-        axum::http::HeaderValue::from_str(&id)
+        // Written by hand: `format!` was a visible part of a small GET.
+        let mut id = [0u8; 32];
+        for (i, byte) in self
+            .prefix
+            .to_be_bytes()
+            .iter()
+            .chain(&n.to_be_bytes())
+            .enumerate()
+        {
+            id[2 * i] = HEX[usize::from(byte >> 4)];
+            id[2 * i + 1] = HEX[usize::from(byte & 15)];
+        }
+        axum::http::HeaderValue::from_bytes(&id)
             .ok()
             .map(RequestId::new)
     }

@@ -3,6 +3,8 @@
 //! and the check of `openapi.yaml` all read this one table, so a new route
 //! cannot be reachable without a scope, or limited tokens refused on it.
 
+use std::sync::LazyLock;
+
 use percent_encoding::percent_decode_str;
 
 use crate::auth::Scope;
@@ -204,7 +206,8 @@ impl Route {
             .replace("{path}", "{*path}")
     }
 
-    /// Who may call `method` (lower case); `None` for a method the route lacks.
+    /// Who may call `method` (lower case, as [`method_name`] gives it);
+    /// `None` for a method the route lacks.
     pub fn access(&self, method: &str) -> Option<Access> {
         self.methods
             .iter()
@@ -242,9 +245,30 @@ impl Route {
     }
 }
 
-/// The route a request matched, by its axum path.
+/// A method as the table names it; methods no route has are `"other"`.
+pub fn method_name(method: &axum::http::Method) -> &'static str {
+    use axum::http::Method;
+    match *method {
+        Method::GET => "get",
+        Method::HEAD => "head",
+        Method::PUT => "put",
+        Method::POST => "post",
+        Method::PATCH => "patch",
+        Method::DELETE => "delete",
+        _ => "other",
+    }
+}
+
+/// The route a request matched, by its axum path. Asked on every request,
+/// so the axum forms are built once (building them per call was a twentieth
+/// of a cached metadata GET).
 pub fn matched(axum_path: &str) -> Option<&'static Route> {
-    ROUTES.iter().find(|r| r.axum_path() == axum_path)
+    static BY_AXUM_PATH: LazyLock<Vec<(String, &'static Route)>> =
+        LazyLock::new(|| ROUTES.iter().map(|r| (r.axum_path(), r)).collect());
+    BY_AXUM_PATH
+        .iter()
+        .find(|(path, _)| path == axum_path)
+        .map(|(_, route)| *route)
 }
 
 #[cfg(test)]

@@ -239,7 +239,7 @@ where
     let head = request.method() == Method::HEAD;
     let id = request
         .headers()
-        .get("x-request-id")
+        .get(&crate::http::X_REQUEST_ID)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_string();
