@@ -13,11 +13,11 @@ use zarrd::http::{router, AppState, ROUTES};
 use zarrd::store::{node_path, Store, StoreKey};
 use zarrd::zarr::{ArrayBytes, ArraySpec, DataType, Hierarchy, Selection};
 
-async fn app_with(store: Store, config: Config) -> axum::Router {
+async fn app_with(store: Store, config: Config) -> zarrd::http::App {
     router(AppState::new(store, config))
 }
 
-async fn fixture() -> (Store, axum::Router) {
+async fn fixture() -> (Store, zarrd::http::App) {
     let store = Store::memory();
     let h = Hierarchy::new(store.clone());
     h.create_group(&node_path("").unwrap(), 3, Default::default(), false)
@@ -93,12 +93,12 @@ async fn fixture() -> (Store, axum::Router) {
     (store, app)
 }
 
-async fn send(app: &axum::Router, request: Request<Body>) -> Response {
+async fn send(app: &zarrd::http::App, request: Request<Body>) -> Response {
     app.clone().oneshot(request).await.unwrap()
 }
 
 async fn get(
-    app: &axum::Router,
+    app: &zarrd::http::App,
     uri: &str,
     headers: &[(&str, &str)],
 ) -> (StatusCode, axum::http::HeaderMap, Bytes) {

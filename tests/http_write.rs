@@ -11,7 +11,7 @@ use zarrd::config::{Config, Recheck};
 use zarrd::http::{router, AppState};
 use zarrd::store::Store;
 
-fn app(config: Config) -> axum::Router {
+fn app(config: Config) -> zarrd::http::App {
     router(AppState::new(Store::memory(), config))
 }
 
@@ -24,7 +24,7 @@ fn writable() -> Config {
 }
 
 async fn json_of(
-    app: &axum::Router,
+    app: &zarrd::http::App,
     method: Method,
     uri: &str,
     body: Value,
@@ -40,7 +40,7 @@ async fn json_of(
     (s, serde_json::from_slice(&b).unwrap_or(Value::Null))
 }
 
-async fn read_json(app: &axum::Router, uri: &str) -> Value {
+async fn read_json(app: &zarrd::http::App, uri: &str) -> Value {
     let (s, _, b) = call(app, Method::GET, uri, &[], Body::empty()).await;
     assert_eq!(s, StatusCode::OK, "{uri}: {}", String::from_utf8_lossy(&b));
     serde_json::from_slice(&b).unwrap()
@@ -535,7 +535,7 @@ async fn regions_in_every_format() {
     assert!(serde_json::from_slice::<Value>(&b).is_ok());
 }
 
-fn app_with_limit() -> axum::Router {
+fn app_with_limit() -> zarrd::http::App {
     app(Config {
         max_body_size: 64,
         ..writable()

@@ -12,7 +12,7 @@ use zarrd::http::{router, AppState};
 use zarrd::store::{node_path, Store};
 use zarrd::zarr::{ArrayBytes, ArraySpec, DataType, Hierarchy, Selection};
 
-async fn app(max_image_pixels: u64) -> axum::Router {
+async fn app(max_image_pixels: u64) -> zarrd::http::App {
     let store = Store::memory();
     let h = Hierarchy::new(store.clone());
     let mut spec = ArraySpec::new(3, vec![3, 4, 5], DataType::Float32);
@@ -82,7 +82,7 @@ fn rgba(c: colorous::Color) -> [u8; 4] {
     [c.r, c.g, c.b, 255]
 }
 
-async fn image(app: &axum::Router, query: &str) -> (u32, u32, Vec<[u8; 4]>) {
+async fn image(app: &zarrd::http::App, query: &str) -> (u32, u32, Vec<[u8; 4]>) {
     let (s, h, b) = call(
         app,
         Method::GET,
@@ -280,7 +280,10 @@ async fn an_image_names_the_range_it_was_drawn_with() {
 }
 
 /// A thumbnail: status, headers and, when it is an image, its pixels.
-async fn preview(app: &axum::Router, path: &str) -> (StatusCode, axum::http::HeaderMap, Vec<u8>) {
+async fn preview(
+    app: &zarrd::http::App,
+    path: &str,
+) -> (StatusCode, axum::http::HeaderMap, Vec<u8>) {
     call(
         app,
         Method::GET,

@@ -314,7 +314,7 @@ async fn a_write_token_edits_a_node_through_its_document_but_does_not_replace_it
         doc[field] = value;
         doc.to_string()
     };
-    let put = |app: &axum::Router, key: &str, body: String| {
+    let put = |app: &zarrd::http::App, key: &str, body: String| {
         let (app, uri) = (app.clone(), format!("/zarr/{key}"));
         async move { call(&app, Method::PUT, &uri, &[BEARER], body).await }
     };
@@ -423,7 +423,7 @@ async fn a_document_rewritten_in_another_form_is_an_edit() {
                "fill_value": fill, "filters": filters, "compressor": compressor})
         .to_string()
     };
-    let put = |app: &axum::Router, key: &str, body: String| {
+    let put = |app: &zarrd::http::App, key: &str, body: String| {
         let (app, uri) = (app.clone(), format!("/zarr/{key}"));
         async move { call(&app, Method::PUT, &uri, &[BEARER], body).await }
     };
@@ -474,7 +474,7 @@ async fn a_token_limited_to_a_prefix_creates_no_groups_above_it() {
     limited.tokens[0].prefixes = vec!["lab/alice".into()];
     let admin = router(AppState::new(store.clone(), scoped(Scope::Admin)));
     let alice = router(AppState::new(store.clone(), limited));
-    let put = |app: &axum::Router, uri: &str, body: String| {
+    let put = |app: &zarrd::http::App, uri: &str, body: String| {
         let (app, uri) = (app.clone(), uri.to_string());
         async move { call(&app, Method::PUT, &uri, &[BEARER], body).await }
     };

@@ -11,7 +11,7 @@ use zarrd::http::{router, AppState};
 use zarrd::store::node_path;
 use zarrd::zarr::{ArrayBytes, ArraySpec, DataType, Hierarchy, Selection};
 
-fn app() -> axum::Router {
+fn app() -> zarrd::http::App {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

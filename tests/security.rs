@@ -35,7 +35,7 @@ fn error_code(body: &[u8]) -> String {
 
 /// A server on a new directory holding `path`, an int32 array of 4
 /// elements (2 chunks) all `value`.
-async fn local_with_array(path: &str, value: i32) -> (tempfile::TempDir, axum::Router) {
+async fn local_with_array(path: &str, value: i32) -> (tempfile::TempDir, zarrd::http::App) {
     let root = tempfile::tempdir().unwrap();
     let app = router(AppState::new(
         Store::local(root.path()).unwrap(),

@@ -14,7 +14,7 @@ use zarrd::http::{router, AppState};
 use zarrd::store::Store;
 
 /// A server that needs a token for everything but public routes.
-fn app() -> axum::Router {
+fn app() -> zarrd::http::App {
     router(AppState::new(
         Store::memory(),
         Config {
@@ -31,7 +31,7 @@ fn app() -> axum::Router {
     ))
 }
 
-async fn get(app: &axum::Router, uri: &str) -> (StatusCode, axum::http::HeaderMap, Vec<u8>) {
+async fn get(app: &zarrd::http::App, uri: &str) -> (StatusCode, axum::http::HeaderMap, Vec<u8>) {
     call(app, Method::GET, uri, &[], Body::empty()).await
 }
 

@@ -1,7 +1,8 @@
 //! The checks every routed request passes, in one middleware: errors as
 //! S3 XML under `/s3` and with the request id in JSON error bodies, the
 //! header size limit, load shedding and the request timeout, per-route
-//! metrics, and authorization, in that order (outermost first).
+//! metrics, authorization, and turning a handler's panic into a 500, in
+//! that order (outermost first).
 //!
 //! Each check is a plain async function of the request and what comes
 //! after it, composed here into one future. As separate tower layers each
@@ -9,10 +10,15 @@
 //! six together took a quarter of the throughput of a cached metadata GET
 //! (`bench/profile.md`).
 
-use axum::extract::{Request, State};
-use axum::middleware::Next;
-use axum::response::Response;
+use std::panic::AssertUnwindSafe;
 
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use futures::FutureExt;
+
+use super::error::ApiError;
 use super::{auth, error, limits, s3, AppState};
 
 pub async fn gate(State(state): State<AppState>, request: Request, next: Next) -> Response {
@@ -21,10 +27,25 @@ pub async fn gate(State(state): State<AppState>, request: Request, next: Next) -
         error::request_id_in_errors(r, |r| {
             limits::headers(state, r, |r| {
                 limits::shed(state, r, |r| {
-                    limits::observe(state, r, |r| auth::authorize(state, r, |r| next.run(r)))
+                    limits::observe(state, r, |r| {
+                        auth::authorize(state, r, |r| caught(next.run(r)))
+                    })
                 })
             })
         })
     })
     .await
+}
+
+/// A bug must cost one request a 500, not its connection an abort.
+async fn caught(answer: impl std::future::Future<Output = Response>) -> Response {
+    match AssertUnwindSafe(answer).catch_unwind().await {
+        Ok(response) => response,
+        Err(_) => ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "the server failed on this request; its x-request-id identifies it in the logs",
+        )
+        .into_response(),
+    }
 }

@@ -17,7 +17,6 @@ use std::time::{Duration, Instant};
 use axum::body::Body;
 use axum::extract::Request;
 use axum::response::Response;
-use axum::Router;
 use tower::Service;
 
 /// The requests of one connection: how many are open, and when the last
@@ -87,7 +86,7 @@ impl Drop for Open {
 /// The router, counting the requests of one connection into `activity`.
 #[derive(Clone)]
 pub struct Tracked {
-    pub app: Router,
+    pub app: super::App,
     pub activity: Arc<Activity>,
 }
 

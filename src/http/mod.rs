@@ -2,6 +2,7 @@
 //! `openapi.yaml` is checked against), middleware, and serving.
 
 pub mod api;
+mod app;
 pub mod auth;
 pub mod body;
 mod cache_control;
@@ -24,6 +25,7 @@ mod viewer;
 mod watch;
 pub mod write;
 
+pub use app::App;
 pub use serve::serve;
 
 use std::sync::Arc;
@@ -34,11 +36,9 @@ use axum::http::{header, HeaderName, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, MethodRouter};
 use axum::Router;
+use tower::Layer;
 use tower_http::compression::CompressionLayer;
 use tower_http::cors::CorsLayer;
-use tower_http::request_id::{
-    MakeRequestId, PropagateRequestIdLayer, RequestId, SetRequestIdLayer,
-};
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tower_http::LatencyUnit;
 use tracing::Level;
@@ -345,6 +345,10 @@ async fn method_not_allowed(request: Request) -> ApiError {
     )
 }
 
+/// Whether a response is compressed (as a type, so the stack can be named).
+type Compressible =
+    fn(StatusCode, axum::http::Version, &axum::http::HeaderMap, &axum::http::Extensions) -> bool;
+
 /// Only text (JSON, HTML, scripts, YAML, SVG) is compressed; array data and stored values never
 /// are (compressing binary data costs more than it saves, and ranges must stay exact).
 fn compressible(
@@ -438,7 +442,7 @@ fn cors(config: &crate::config::Cors) -> CorsLayer {
 }
 
 /// The full service.
-pub fn router(state: AppState) -> Router {
+pub fn router(state: AppState) -> App {
     let mut router = Router::new();
     for route in ROUTES {
         router = router.route(&route.axum_path(), handler(route.path));
@@ -452,37 +456,19 @@ pub fn router(state: AppState) -> Router {
         })
         .on_response(DefaultOnResponse::new().level(Level::INFO).latency_unit(LatencyUnit::Micros));
     let body_limit = usize::try_from(state.config.max_body_size).unwrap_or(usize::MAX);
-    let cors_config = state.config.cors.clone();
     // Spans and access logs cost every request even when the log level
     // drops them (a fifth of a cached metadata GET's throughput): the layer
     // is there only when something would be logged.
     let logged = tracing::enabled!(Level::INFO)
         || tracing::enabled!(target: "tower_http::trace::on_response", Level::INFO);
-    // One stack, outermost first, put on the routes with one `layer` call:
-    // each `Router::layer` boxes the routes once more, a boxed future and a
-    // service clone per request and layer (`bench/profile.md`).
+    // What needs the matched route, outermost first, put on the routes with
+    // one `layer` call: each `Router::layer` boxes the routes once more, a
+    // boxed future and a service clone per request and layer
+    // (`bench/profile.md`). What does not is in `App`, around the router.
     let layers = tower::ServiceBuilder::new()
-        .layer(SetRequestIdLayer::new(
-            X_REQUEST_ID.clone(),
-            RequestIds::new(),
-        ))
-        .layer(PropagateRequestIdLayer::new(X_REQUEST_ID.clone()))
-        .layer(cors(&cors_config))
-        .layer(CompressionLayer::new().compress_when(compressible))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             gate::gate,
-        ))
-        // A bug must cost one request a 500, not its connection an abort.
-        .layer(tower_http::catch_panic::CatchPanicLayer::custom(
-            |_: Box<dyn std::any::Any + Send>| {
-                ApiError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "internal",
-                    "the server failed on this request; its x-request-id identifies it in the logs",
-                )
-                .into_response()
-            },
         ))
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
             state.config.body_timeout,
@@ -494,74 +480,9 @@ pub fn router(state: AppState) -> Router {
     if logged {
         router = router.layer(trace);
     }
-    let app = router.layer(layers).with_state(state.clone());
-    // Before routing: `/api/v1/tree/` is the tree of the root, as
-    // `/api/v1/tree` is (node paths ignore a trailing slash everywhere).
-    Router::new().fallback_service(tower::util::MapRequest::new(app, trim_api_slash))
-}
-
-/// Drop trailing slashes from the paths of `/api/v1/...` reads (not from
-/// `/zarr/`, where a trailing slash asks for a listing; writes name their
-/// node exactly).
-fn trim_api_slash(mut request: Request) -> Request {
-    let read = matches!(*request.method(), Method::GET | Method::HEAD);
-    let path = request.uri().path();
-    if read && path.starts_with("/api/v1/") && path.len() > "/api/v1/".len() && path.ends_with('/')
-    {
-        let trimmed = path.trim_end_matches('/').to_string();
-        let target = match request.uri().query() {
-            Some(q) => format!("{trimmed}?{q}"),
-            None => trimmed,
-        };
-        if let Ok(uri) = target.parse() {
-            *request.uri_mut() = uri;
-        }
-    }
-    request
-}
-
-/// Request ids for requests that come without one: a random per-process
-/// prefix and a counter, unique across replicas without a system call (as a
-/// random UUID per request costs) on every request.
-#[derive(Clone, Debug)]
-struct RequestIds {
-    prefix: u64,
-    next: Arc<std::sync::atomic::AtomicU64>,
-}
-
-impl RequestIds {
-    fn new() -> Self {
-        use std::hash::{BuildHasher, Hasher};
-        // RandomState is seeded from the OS's random source once per process.
-        let prefix = std::collections::hash_map::RandomState::new()
-            .build_hasher()
-            .finish();
-        RequestIds {
-            prefix,
-            next: Arc::default(),
-        }
-    }
-}
-
-const HEX: &[u8; 16] = b"0123456789abcdef";
-
-impl MakeRequestId for RequestIds {
-    fn make_request_id<B>(&mut self, _: &axum::http::Request<B>) -> Option<RequestId> {
-        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        // Written by hand: `format!` was a visible part of a small GET.
-        let mut id = [0u8; 32];
-        for (i, byte) in self
-            .prefix
-            .to_be_bytes()
-            .iter()
-            .chain(&n.to_be_bytes())
-            .enumerate()
-        {
-            id[2 * i] = HEX[usize::from(byte >> 4)];
-            id[2 * i + 1] = HEX[usize::from(byte & 15)];
-        }
-        axum::http::HeaderValue::from_bytes(&id)
-            .ok()
-            .map(RequestId::new)
-    }
+    let routes = router.layer(layers).with_state(state.clone());
+    let compressed = CompressionLayer::new()
+        .compress_when(compressible as Compressible)
+        .layer(routes);
+    App::new(compressed, cors(&state.config.cors))
 }

@@ -137,7 +137,7 @@ pub async fn serve(state: AppState) -> std::io::Result<()> {
 
 /// What serving one accepted connection needs.
 struct Connection {
-    app: axum::Router,
+    app: super::App,
     /// HTTP/1.1 and HTTP/2.
     builders: Arc<(auto::Builder<TokioExecutor>, auto::Builder<TokioExecutor>)>,
     watcher: hyper_util::server::graceful::Watcher,

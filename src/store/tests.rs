@@ -814,13 +814,14 @@ async fn zip_store_reads_conform() {
 }
 
 /// zarrd itself, serving a memory store on loopback through `app`'s
-/// changes to its router, as the HTTP server of an `http://` store.
+/// changes to it, as the HTTP server of an `http://` store.
 async fn reads_conform_over_http(app: impl FnOnce(axum::Router) -> axum::Router) {
     let served = filled(Store::memory()).await;
-    let app = app(crate::http::router(crate::http::AppState::new(
+    let zarrd = crate::http::router(crate::http::AppState::new(
         served,
         crate::config::Config::default(),
-    )));
+    ));
+    let app = app(axum::Router::new().fallback_service(zarrd));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let server = tokio::spawn(async move { axum::serve(listener, app).await });

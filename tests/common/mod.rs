@@ -6,7 +6,7 @@ use tower::ServiceExt;
 
 /// Send one request to `app`; its status, headers and whole body.
 pub async fn call(
-    app: &axum::Router,
+    app: &zarrd::http::App,
     method: Method,
     uri: &str,
     headers: &[(&str, &str)],
