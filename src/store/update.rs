@@ -30,14 +30,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tokio::sync::Mutex;
+use tokio::sync::{Mutex, OwnedMutexGuard};
 
 use super::{PutCondition, Store, StoreError, StoreKey, Versioned};
 
 /// Striped in-process locks: one async mutex per stripe of keys.
 #[derive(Debug)]
 pub struct KeyLocks {
-    stripes: Vec<Mutex<()>>,
+    stripes: Vec<Arc<Mutex<()>>>,
 }
 
 const STRIPES: usize = 4096;
@@ -51,14 +51,19 @@ fn key_hash(key: &str) -> u64 {
 impl Default for KeyLocks {
     fn default() -> Self {
         KeyLocks {
-            stripes: (0..STRIPES).map(|_| Mutex::new(())).collect(),
+            stripes: (0..STRIPES).map(|_| Arc::new(Mutex::new(()))).collect(),
         }
     }
 }
 
 impl KeyLocks {
-    fn stripe(&self, key: &str) -> &Mutex<()> {
-        &self.stripes[(key_hash(key) % STRIPES as u64) as usize]
+    /// The lock of `key`'s stripe, owned, so that a write can take it
+    /// into a task of its own (see [`Updater::store_holding`]).
+    async fn lock(&self, key: &str) -> OwnedMutexGuard<()> {
+        self.stripes[(key_hash(key) % STRIPES as u64) as usize]
+            .clone()
+            .lock_owned()
+            .await
     }
 }
 
@@ -145,6 +150,16 @@ pub struct Updater {
 /// Errors an update closure may return, or the store's.
 pub trait UpdateError: From<StoreError> + Send {}
 impl<E: From<StoreError> + Send> UpdateError for E {}
+
+/// A key's locks while it is written: this process's, and the file lock
+/// other processes sharing the directory take.
+type Held = (OwnedMutexGuard<()>, Option<FileLock>);
+
+/// What a read-modify-write stores.
+enum Change {
+    Put(Bytes),
+    Delete,
+}
 
 /// A held cross-process file lock; released when dropped.
 struct FileLock(std::fs::File);
@@ -259,7 +274,7 @@ impl Updater {
         E: UpdateError,
     {
         let started = Instant::now();
-        let _local = self.locks.stripe(key.as_str()).lock().await;
+        let local = self.locks.lock(key.as_str()).await;
         let waited = started.elapsed();
         if waited > Duration::from_micros(50) {
             self.stats.lock_waits.fetch_add(1, Ordering::Relaxed);
@@ -269,20 +284,25 @@ impl Updater {
         }
         match &self.coordination {
             Coordination::FileLocks { dir } => {
-                let _file = FileLock::acquire(dir.clone(), key.as_str()).await?;
-                Self::replace(store, key, blind, update).await
+                let file = FileLock::acquire(dir.clone(), key.as_str()).await?;
+                Self::replace(store, key, blind, update, (local, Some(file))).await
             }
-            Coordination::Session => Self::replace(store, key, blind, update).await,
-            Coordination::CompareAndSwap => self.compare_and_swap(store, key, blind, update).await,
+            Coordination::Session => Self::replace(store, key, blind, update, (local, None)).await,
+            Coordination::CompareAndSwap => {
+                let _local = local;
+                self.compare_and_swap(store, key, blind, update).await
+            }
         }
     }
 
-    /// Read, update and write `key` where no other process can interleave.
+    /// Read, update and write `key` where no other process can interleave:
+    /// `held` are the key's locks.
     async fn replace<F, Fut, E>(
         store: &Store,
         key: &StoreKey,
         blind: bool,
         update: F,
+        held: Held,
     ) -> Result<Outcome, E>
     where
         F: Fn(Option<Versioned>) -> Fut,
@@ -295,13 +315,44 @@ impl Updater {
             store.get_versioned(key).await?
         };
         let next = update(current).await?;
-        if next.removable {
-            store.delete(key).await?;
-            Ok(Outcome::Deleted)
+        let change = if next.removable {
+            Change::Delete
         } else {
-            store.put(key, Bytes::from(next.bytes)).await?;
-            Ok(Outcome::Stored)
-        }
+            Change::Put(Bytes::from(next.bytes))
+        };
+        Ok(Self::store_holding(store, key, change, held).await?)
+    }
+
+    /// Make `change` in a task of its own that keeps `held` (the key's
+    /// locks) until the store has answered. A caller may stop waiting
+    /// (its client went away, its request timed out) while the write goes
+    /// on regardless: a local file is written and renamed on the blocking
+    /// pool. Were the locks let go with the caller, the next writer's
+    /// read-modify-write would run meanwhile, and the late rename would
+    /// replace what that writer stored and acknowledged.
+    async fn store_holding(
+        store: &Store,
+        key: &StoreKey,
+        change: Change,
+        held: Held,
+    ) -> Result<Outcome, StoreError> {
+        let (store, key) = (store.clone(), key.clone());
+        let named = key.to_string();
+        let write = tokio::spawn(async move {
+            let done = match change {
+                Change::Put(bytes) => store.put(&key, bytes).await.map(|_| Outcome::Stored),
+                Change::Delete => store.delete(&key).await.map(|_| Outcome::Deleted),
+            };
+            drop(held);
+            done
+        });
+        write.await.map_err(|e| StoreError::Backend {
+            key: named,
+            source: object_store::Error::Generic {
+                store: "zarrd",
+                source: Box::new(e),
+            },
+        })?
     }
 
     /// Delete `key`, if `expected_etag` is given only while it has that ETag.
@@ -314,8 +365,8 @@ impl Updater {
         key: &StoreKey,
         expected_etag: Option<&str>,
     ) -> Result<(), StoreError> {
-        let _local = self.locks.stripe(key.as_str()).lock().await;
-        let _file = match &self.coordination {
+        let local = self.locks.lock(key.as_str()).await;
+        let file = match &self.coordination {
             Coordination::FileLocks { dir } => {
                 Some(FileLock::acquire(dir.clone(), key.as_str()).await?)
             }
@@ -329,7 +380,9 @@ impl Updater {
                 });
             }
         }
-        store.delete(key).await
+        Self::store_holding(store, key, Change::Delete, (local, file))
+            .await
+            .map(|_| ())
     }
 
     async fn compare_and_swap<F, Fut, E>(
