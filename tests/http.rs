@@ -775,6 +775,55 @@ async fn cors_origins_are_configurable() {
     assert_eq!(hdr(&h, "access-control-allow-origin"), "");
 }
 
+/// Clients that send no `Origin` (all but browsers) get the CORS headers
+/// such a request gets, so a shared cache that stores their answer hands
+/// browsers a usable one: the allowed origin when any is, what it exposes,
+/// and `Vary: origin` (beside what else the response varies by) when the
+/// answer depends on the origin.
+#[tokio::test]
+async fn requests_without_origin_get_the_cors_headers_of_such_a_request() {
+    let vary = |h: &axum::http::HeaderMap| -> Vec<String> {
+        h.get_all("vary")
+            .iter()
+            .flat_map(|v| v.to_str().unwrap().split(','))
+            .map(|v| v.trim().to_ascii_lowercase())
+            .collect()
+    };
+    let (_, app) = fixture().await;
+    let (s, h, _) = get(&app, "/api/v1/tree", &[("accept-encoding", "gzip")]).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(hdr(&h, "access-control-allow-origin"), "*");
+    assert!(hdr(&h, "access-control-expose-headers").contains("x-request-id"));
+    // A `*` answer does not vary by origin; what compression varies by stays.
+    assert_eq!(vary(&h), ["accept-encoding"]);
+    let (_, with_origin, _) = get(
+        &app,
+        "/zarr/g/a/zarr.json",
+        &[("origin", "https://a.example")],
+    )
+    .await;
+    let (_, without, _) = get(&app, "/zarr/g/a/zarr.json", &[]).await;
+    for name in [
+        "access-control-allow-origin",
+        "access-control-expose-headers",
+        "vary",
+    ] {
+        assert_eq!(hdr(&with_origin, name), hdr(&without, name), "{name}");
+    }
+
+    let listed = Config {
+        cors: zarrd::config::Cors {
+            origins: vec!["https://viewer.example".into()],
+            ..Default::default()
+        },
+        ..Config::default()
+    };
+    let app = app_with(Store::memory(), listed).await;
+    let (_, h, _) = get(&app, "/api/v1/tree", &[("accept-encoding", "gzip")]).await;
+    assert_eq!(hdr(&h, "access-control-allow-origin"), "");
+    assert_eq!(vary(&h), ["accept-encoding", "origin"]);
+}
+
 #[tokio::test]
 async fn stored_values_carry_the_cache_control_of_their_mount() {
     let (store, _) = fixture().await;
