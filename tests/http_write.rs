@@ -826,3 +826,67 @@ async fn overload_is_503_with_retry_after_and_metrics_count_it() {
     assert!(text.contains("zarrd_cache_hits_total"));
     assert!(text.contains("zarrd_cas_retries_total"));
 }
+
+/// Dimensions past what a signed index reaches are refused, even in arrays
+/// of no elements: as a shape, and as what an append would grow one to.
+/// (They panicked: adding to the axis overflowed, slices clamped to a
+/// negative length.)
+#[tokio::test]
+async fn no_dimension_grows_past_what_an_index_reaches() {
+    let app = app(writable());
+    let (s, r) = json_of(
+        &app,
+        Method::PUT,
+        "/api/v1/meta/huge",
+        json!({"node_type": "array", "shape": [0, u64::MAX], "chunks": [1, 1], "dtype": "int8"}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("dimension 1"),
+        "{r}"
+    );
+    json_of(
+        &app,
+        Method::PUT,
+        "/api/v1/meta/empty",
+        json!({"node_type": "array", "shape": [5, 0], "chunks": [1, 1], "dtype": "int32"}),
+    )
+    .await;
+    for rows in [u64::MAX, 1 << 63] {
+        let body = npy("'<i4'", &[rows, 0], &[]);
+        let (s, _, b) = call(
+            &app,
+            Method::POST,
+            "/api/v1/append/empty?axis=0",
+            &[("content-type", "application/x-npy")],
+            body,
+        )
+        .await;
+        let text = String::from_utf8_lossy(&b);
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{rows}: {text}");
+        assert!(text.contains("longer than zarrd can address"), "{text}");
+    }
+    let (s, r) = json_of(
+        &app,
+        Method::PATCH,
+        "/api/v1/meta/empty",
+        json!({"shape": [u64::MAX, 0]}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{r}");
+    let got = read_json(&app, "/api/v1/meta/empty").await;
+    assert_eq!(got["shape"], json!([5, 0]));
+    let (s, _, _) = call(
+        &app,
+        Method::GET,
+        "/api/v1/data/empty?select=-9223372036854775808:,0:5",
+        &[],
+        Body::empty(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+}

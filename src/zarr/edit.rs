@@ -354,7 +354,15 @@ impl Hierarchy {
                     )));
                 }
                 let mut shape = current.to_vec();
-                shape[axis] += data_shape[axis];
+                shape[axis] = shape[axis]
+                    .checked_add(data_shape[axis])
+                    .filter(|&n| n <= i64::MAX as u64)
+                    .ok_or_else(|| {
+                        ZarrError::Data(format!(
+                            "appending shape {data_shape:?} to {current:?} along axis {axis} \
+                             makes the axis longer than zarrd can address (2^63 - 1)"
+                        ))
+                    })?;
                 Ok(shape)
             })
             .await?;

@@ -201,9 +201,15 @@ pub enum Resolved {
     Points { coords: Vec<Vec<u64>> },
 }
 
+// Lengths are at most 2^63 - 1 (`ArrayMetadata::validate`); the arithmetic
+// is wide anyway, so no length an index meets can overflow it.
 fn normalize(i: i64, len: u64, dim: usize) -> Result<u64> {
-    let n = if i < 0 { i + len as i64 } else { i };
-    if n < 0 || n as u64 >= len {
+    let n = if i < 0 {
+        i128::from(i) + i128::from(len)
+    } else {
+        i128::from(i)
+    };
+    if n < 0 || n >= i128::from(len) {
         return Err(sel_err(format!(
             "index {i} is out of bounds for dimension {dim} of length {len}"
         )));
@@ -213,8 +219,12 @@ fn normalize(i: i64, len: u64, dim: usize) -> Result<u64> {
 
 fn resolve_slice(start: Option<i64>, stop: Option<i64>, step: Option<i64>, len: u64) -> Indices {
     let clamp = |v: i64| -> u64 {
-        let v = if v < 0 { v + len as i64 } else { v };
-        v.clamp(0, len as i64) as u64
+        let v = if v < 0 {
+            i128::from(v) + i128::from(len)
+        } else {
+            i128::from(v)
+        };
+        v.clamp(0, i128::from(len)) as u64
     };
     let step = step.unwrap_or(1).max(1) as u64;
     let start = start.map(clamp).unwrap_or(0);

@@ -122,13 +122,31 @@ fn covers_chunk(part: &ChunkPart, chunk_shape: &[u64]) -> bool {
     };
     maps.iter().enumerate().all(|(d, m)| {
         let extent = chunk_shape[d] as usize;
-        let mut seen = vec![false; extent];
-        for (i, _) in m.pairs() {
-            if i < extent {
-                seen[i] = true;
+        match m {
+            // Worked out, not walked: a broadcast of one value over chunks
+            // of a billion elements walked (and marked) every one of them
+            // on an async thread before anything was written.
+            DimMap::Strided {
+                src, src_step, len, ..
+            } => {
+                extent == 0
+                    || (*src == 0
+                        && *len > 0
+                        && (extent == 1 || (*src_step == 1 && *len >= extent)))
+            }
+            // A list shorter than the chunk cannot cover it; one as long
+            // is as long as the request that sent it.
+            DimMap::List { src, .. } if src.len() < extent => false,
+            DimMap::List { src, .. } => {
+                let mut seen = vec![false; extent];
+                for &i in src {
+                    if i < extent {
+                        seen[i] = true;
+                    }
+                }
+                seen.into_iter().all(|s| s)
             }
         }
-        seen.into_iter().all(|s| s)
     })
 }
 
@@ -383,5 +401,57 @@ impl From<Outcome> for WriteStats {
                 chunks_deleted: 1,
             },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Coverage as the definition says: every index below the extent is a
+    /// source index of the map.
+    fn walked(map: &DimMap, extent: usize) -> bool {
+        (0..extent).all(|i| map.pairs().any(|(s, _)| s == i))
+    }
+
+    #[test]
+    fn coverage_is_worked_out_as_walking_would_find_it() {
+        for extent in 0..6 {
+            for src in 0..3 {
+                for step in 0..3 {
+                    for len in 0..8 {
+                        let map = DimMap::Strided {
+                            src,
+                            src_step: step,
+                            dst: 0,
+                            dst_step: 1,
+                            len,
+                        };
+                        let part = ChunkPart::Block(vec![map.clone()]);
+                        assert_eq!(
+                            covers_chunk(&part, &[extent as u64]),
+                            walked(&map, extent),
+                            "{map:?} over {extent}"
+                        );
+                    }
+                }
+            }
+        }
+        for (list, extent, covers) in [
+            (vec![2, 0, 1], 3, true),
+            (vec![2, 0, 0], 3, false),
+            (vec![0, 1], 3, false),
+            (vec![0, 1, 5], 3, false),
+        ] {
+            let map = DimMap::list(list.clone(), (0..list.len()).collect());
+            let part = ChunkPart::Block(vec![map]);
+            assert_eq!(covers_chunk(&part, &[extent]), covers, "{list:?}");
+        }
+        // A chunk of 2^30 elements, and all of it or all but one.
+        let huge = 1usize << 30;
+        let whole = ChunkPart::Block(vec![DimMap::range(0, 0, huge)]);
+        assert!(covers_chunk(&whole, &[huge as u64]));
+        let short = ChunkPart::Block(vec![DimMap::range(0, 0, huge - 1)]);
+        assert!(!covers_chunk(&short, &[huge as u64]));
     }
 }

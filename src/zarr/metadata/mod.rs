@@ -113,6 +113,18 @@ impl ArrayMetadata {
     /// Validate the relations between fields; `key` names the document.
     pub fn validate(&self, key: &str) -> Result<()> {
         // Every size computed from the shape downstream fits once this does.
+        // Selections index with signed numbers (negative counts from the
+        // end), so no dimension may be longer than they reach, even in an
+        // array of no elements.
+        if let Some(d) = self.shape.iter().position(|&n| n > i64::MAX as u64) {
+            return Err(ZarrError::metadata(
+                key,
+                format!(
+                    "dimension {d} of shape {:?} is longer than zarrd can address (2^63 - 1)",
+                    self.shape
+                ),
+            ));
+        }
         if element_count(&self.shape).is_none_or(|n| n > i64::MAX as u64) {
             return Err(ZarrError::metadata(
                 key,
