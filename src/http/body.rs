@@ -33,7 +33,7 @@ pub fn decode(headers: &HeaderMap, body: &[u8], dtype: &DataType) -> ApiResult<I
     match content_type(headers) {
         "application/x-npy" => npy(body, dtype),
         "application/octet-stream" => raw(body, dtype),
-        "application/json" => json(body, dtype),
+        "application/json" => super::json_body::parse(body, dtype),
         other => Err(ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "unsupported_media_type",
@@ -200,37 +200,8 @@ fn fortran_to_c(data: ArrayBytes, dtype: &DataType, shape: &[u64]) -> ApiResult<
         .map_err(|e| unprocessable(e.to_string()))
 }
 
-fn json(body: &[u8], dtype: &DataType) -> ApiResult<Incoming> {
-    let doc: Value = serde_json::from_slice(body)
-        .map_err(|e| unprocessable(format!("the body is not JSON: {e}")))?;
-    let data = doc
-        .get("data")
-        .ok_or_else(|| unprocessable("a JSON body must be an object with a \"data\" member"))?;
-    let mut shape = Vec::new();
-    json_shape(data, dtype, &mut shape);
-    let mut leaves = Vec::new();
-    collect_leaves(data, shape.len(), &mut leaves);
-    let expected = element_count(&shape).unwrap_or(u64::MAX);
-    if leaves.len() as u64 != expected {
-        return Err(unprocessable(format!("the nested lists of \"data\" are ragged (shape {shape:?} expected {expected} values, found {})", leaves.len())));
-    }
-    let elements = leaves
-        .iter()
-        .map(|v| element_from_json(dtype, v))
-        .collect::<ApiResult<Vec<Vec<u8>>>>()?;
-    let data = if dtype.is_variable() {
-        ArrayBytes::Variable(elements)
-    } else {
-        ArrayBytes::Fixed(elements.concat())
-    };
-    Ok(Incoming {
-        data,
-        shape: Some(shape),
-    })
-}
-
 /// Whether a JSON value is one element (not a level of nesting) of `dtype`.
-fn is_leaf(v: &Value, dtype: &DataType) -> bool {
+pub(super) fn is_leaf(v: &Value, dtype: &DataType) -> bool {
     match v {
         Value::Array(items) => match dtype {
             // [re, im] and byte lists are single elements.
@@ -243,18 +214,6 @@ fn is_leaf(v: &Value, dtype: &DataType) -> bool {
             _ => false,
         },
         _ => true,
-    }
-}
-
-fn json_shape(v: &Value, dtype: &DataType, shape: &mut Vec<u64>) {
-    if is_leaf(v, dtype) {
-        return;
-    }
-    if let Value::Array(items) = v {
-        shape.push(items.len() as u64);
-        if let Some(first) = items.first() {
-            json_shape(first, dtype, shape);
-        }
     }
 }
 

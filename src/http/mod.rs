@@ -10,6 +10,7 @@ pub mod error;
 pub mod extract;
 mod gate;
 mod idle;
+mod json_body;
 pub mod limits;
 pub mod listing;
 pub mod output;
