@@ -890,3 +890,46 @@ async fn no_dimension_grows_past_what_an_index_reaches() {
     .await;
     assert_eq!(s, StatusCode::OK);
 }
+
+/// A type Zarr v3 cannot spell is refused before anything is stored: a
+/// structured type with a field of a shape was stored without it, and the
+/// node could then be neither read nor created again.
+#[tokio::test]
+async fn a_type_the_format_cannot_spell_is_refused_before_it_is_stored() {
+    let app = app(writable());
+    let dtype = json!([["a", "<i4"], ["b", "<f8", [2]]]);
+    let spec = |format: u8| json!({"node_type": "array", "shape": [4], "chunks": [2], "dtype": dtype, "zarr_format": format});
+    let (s, r) = json_of(&app, Method::PUT, "/api/v1/meta/rec", spec(3)).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{r}");
+    assert!(
+        r["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("zarr_format 2"),
+        "{r}"
+    );
+    let (s, _, _) = call(&app, Method::GET, "/api/v1/meta/rec", &[], Body::empty()).await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    let (s, r) = json_of(&app, Method::PUT, "/api/v1/meta/rec", spec(2)).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    let got = read_json(&app, "/api/v1/meta/rec").await;
+    assert_eq!(got["shape"], json!([4]), "{got}");
+}
+
+/// A body in a content coding is refused, not stored as its coded bytes.
+#[tokio::test]
+async fn coded_bodies_are_refused() {
+    let app = app(writable());
+    for coding in ["gzip", "br, gzip"] {
+        let headers = [("content-encoding", coding)];
+        let (s, _, b) = call(&app, Method::PUT, "/zarr/x/blob", &headers, "abc").await;
+        let text = String::from_utf8_lossy(&b);
+        assert_eq!(s, StatusCode::UNSUPPORTED_MEDIA_TYPE, "{text}");
+        assert!(text.contains("unsupported_encoding"), "{text}");
+    }
+    let (s, _, _) = call(&app, Method::GET, "/zarr/x/blob", &[], Body::empty()).await;
+    assert_eq!(s, StatusCode::NOT_FOUND, "nothing was stored");
+    let identity = [("content-encoding", "identity")];
+    let (s, _, _) = call(&app, Method::PUT, "/zarr/x/blob", &identity, "abc").await;
+    assert!(s.is_success(), "{s}");
+}

@@ -120,7 +120,8 @@ fn method_name(method: &axum::http::Method) -> &'static str {
 }
 
 /// Refuse requests whose target and headers together exceed
-/// `--max-header-bytes` with 431, before any handler or store work. (hyper
+/// `--max-header-bytes` with 431, and writes whose body comes in a content
+/// coding with 415, before any handler or store work. (hyper
 /// caps what it buffers at a few hundred KiB; this is the configurable,
 /// tighter limit, with a JSON error saying what was too large.)
 pub async fn headers<Fut>(
@@ -131,6 +132,9 @@ pub async fn headers<Fut>(
 where
     Fut: std::future::Future<Output = Response>,
 {
+    if let Some(refused) = unsupported_coding(&request) {
+        return refused;
+    }
     let limit = state.config.max_header_bytes;
     let size = header_bytes(&request);
     if size > limit {
@@ -142,6 +146,34 @@ where
         .into_response();
     }
     next(request).await
+}
+
+/// Bodies are taken as sent: a `Content-Encoding` other than `identity`
+/// on a write is refused (RFC 9110 §15.5.16), where it was stored as its
+/// encoded bytes (a gzipped chunk readers could not decode).
+fn unsupported_coding(request: &Request) -> Option<Response> {
+    use axum::http::Method;
+    if !matches!(
+        *request.method(),
+        Method::PUT | Method::POST | Method::PATCH
+    ) {
+        return None;
+    }
+    let coding = request.headers().get(header::CONTENT_ENCODING)?;
+    let coding = String::from_utf8_lossy(coding.as_bytes());
+    if coding.trim().eq_ignore_ascii_case("identity") {
+        return None;
+    }
+    Some(
+        ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_encoding",
+            format!(
+                "request bodies are taken as sent; Content-Encoding '{coding}' is not decoded here"
+            ),
+        )
+        .into_response(),
+    )
 }
 
 /// Bytes of the request target and header lines, as sent on the wire

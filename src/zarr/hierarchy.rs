@@ -594,6 +594,21 @@ impl Hierarchy {
                 "order F is a v2 option; use a transpose codec in v3".into(),
             ));
         }
+        // The type must read back as itself from `zarr.json`: one v3
+        // cannot spell (structured fields with shapes) was stored as
+        // another, and left a node no reader could open or replace.
+        if spec.zarr_format == 3
+            && DataType::from_v3_json(&spec.dtype.to_v3_json())
+                .ok()
+                .as_ref()
+                != Some(&spec.dtype)
+        {
+            return Err(ZarrError::Data(format!(
+                "the data type {} has no Zarr v3 form (structured fields with shapes have none); \
+                 create the array with zarr_format 2",
+                spec.dtype.name()
+            )));
+        }
         Ok(meta)
     }
 
