@@ -533,6 +533,25 @@ async fn regions_in_every_format() {
         String::from_utf8_lossy(&b)
     );
     assert!(serde_json::from_slice::<Value>(&b).is_ok());
+    // A body declared too large is refused before it is read.
+    let declared = [
+        ("content-type", "application/octet-stream"),
+        ("content-length", "1073741824"),
+    ];
+    let (s, _, b) = call(
+        &small,
+        Method::PUT,
+        "/api/v1/data/a",
+        &declared,
+        Body::empty(),
+    )
+    .await;
+    let text = String::from_utf8_lossy(&b);
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE, "{text}");
+    assert!(
+        text.contains("1073741824") && text.contains("body_too_large"),
+        "{text}"
+    );
 }
 
 fn app_with_limit() -> zarrd::http::App {

@@ -120,7 +120,8 @@ fn method_name(method: &axum::http::Method) -> &'static str {
 }
 
 /// Refuse requests whose target and headers together exceed
-/// `--max-header-bytes` with 431, and writes whose body comes in a content
+/// `--max-header-bytes` with 431, bodies declared larger than
+/// `--max-body-size` with 413, and writes whose body comes in a content
 /// coding with 415, before any handler or store work. (hyper
 /// caps what it buffers at a few hundred KiB; this is the configurable,
 /// tighter limit, with a JSON error saying what was too large.)
@@ -134,6 +135,25 @@ where
 {
     if let Some(refused) = unsupported_coding(&request) {
         return refused;
+    }
+    // A body declared larger than any the server takes is refused before
+    // it is waited for (it was answered only once the limit had been read,
+    // or after --body-timeout when the client waited for an answer first).
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let most = state.config.max_body_size;
+    if let Some(size) = declared.filter(|&size| size > most) {
+        return ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "body_too_large",
+            format!(
+                "the request body is {size} bytes; the limit is {most} (set with --max-body-size)"
+            ),
+        )
+        .into_response();
     }
     let limit = state.config.max_header_bytes;
     let size = header_bytes(&request);
