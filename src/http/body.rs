@@ -2,12 +2,11 @@
 //! JSON `{"data": ...}`, turned into elements of the array's data type.
 
 use axum::http::{header, HeaderMap, StatusCode};
-use base64::Engine;
 use serde_json::Value;
 
 use super::error::{ApiError, ApiResult};
 use crate::zarr::codec::{ArrayToArrayCodec, ChunkRepr};
-use crate::zarr::fill::{parse_fill, FillValue};
+use crate::zarr::fill::FillValue;
 use crate::zarr::metadata::element_count;
 use crate::zarr::{ArrayBytes, DataType};
 
@@ -198,74 +197,4 @@ fn fortran_to_c(data: ArrayBytes, dtype: &DataType, shape: &[u64]) -> ApiResult<
     codec
         .decode(data, &repr)
         .map_err(|e| unprocessable(e.to_string()))
-}
-
-/// Whether a JSON value is one element (not a level of nesting) of `dtype`.
-pub(super) fn is_leaf(v: &Value, dtype: &DataType) -> bool {
-    match v {
-        Value::Array(items) => match dtype {
-            // [re, im] and byte lists are single elements.
-            DataType::Complex64 | DataType::Complex128 => {
-                items.len() == 2 && items.iter().all(|x| !x.is_array())
-            }
-            DataType::RawBytes(_) | DataType::FixedBytes(_) | DataType::Bytes => {
-                items.iter().all(Value::is_number)
-            }
-            _ => false,
-        },
-        _ => true,
-    }
-}
-
-fn collect_leaves<'a>(v: &'a Value, depth: usize, out: &mut Vec<&'a Value>) {
-    match (depth, v) {
-        (0, _) => out.push(v),
-        (_, Value::Array(items)) => items.iter().for_each(|i| collect_leaves(i, depth - 1, out)),
-        // A scalar where a list was expected: leave the count short so the caller reports raggedness.
-        _ => {}
-    }
-}
-
-/// One element from JSON: what the JSON output writes (numbers, "NaN", strings,
-/// base64, [re, im], objects for records) reads back.
-pub fn element_from_json(dtype: &DataType, v: &Value) -> ApiResult<Vec<u8>> {
-    let bad = |e: String| unprocessable(format!("value {v}: {e}"));
-    match (dtype, v) {
-        (DataType::Structured(fields), Value::Object(obj)) => {
-            let mut record = vec![0u8; dtype.size().unwrap_or(0)];
-            for f in fields {
-                let value = obj
-                    .get(&f.name)
-                    .ok_or_else(|| bad(format!("missing field '{}'", f.name)))?;
-                let bytes = if f.shape.is_empty() {
-                    element_from_json(&f.dtype, value)?
-                } else {
-                    let mut leaves = Vec::new();
-                    collect_leaves(value, f.shape.len(), &mut leaves);
-                    leaves
-                        .iter()
-                        .map(|l| element_from_json(&f.dtype, l))
-                        .collect::<ApiResult<Vec<_>>>()?
-                        .concat()
-                };
-                if bytes.len() != f.size() {
-                    return Err(bad(format!("field '{}' has the wrong size", f.name)));
-                }
-                record[f.offset..f.offset + f.size()].copy_from_slice(&bytes);
-            }
-            Ok(record)
-        }
-        (DataType::FixedBytes(n), Value::String(s)) => {
-            let mut b = s.as_bytes().to_vec();
-            if b.len() > *n {
-                return Err(bad(format!("longer than {n} bytes")));
-            }
-            b.resize(*n, 0);
-            Ok(b)
-        }
-        (DataType::Bytes, Value::String(s)) => base64::engine::general_purpose::STANDARD
-            .decode(s)
-            .map_err(|e| bad(format!("not base64: {e}"))),
-        _ => Ok(parse_fill(dtype, v).map_err(|e| bad(e.to_string()))?.0),
-    }
 }

@@ -11,10 +11,11 @@ use serde_json::value::RawValue;
 use serde_json::Value;
 
 use axum::http::StatusCode;
+use base64::Engine;
 
-use super::body::{element_from_json, is_leaf};
 use super::error::{ApiError, ApiResult};
 use crate::service::Incoming;
+use crate::zarr::fill::parse_fill;
 use crate::zarr::{ArrayBytes, DataType};
 
 fn unprocessable(message: String) -> ApiError {
@@ -133,10 +134,14 @@ impl Reader<'_> {
         if !text.starts_with('[') {
             return Ok(false);
         }
-        let first_is_list = text[1..].trim_start().starts_with('[');
+        let first = text[1..].trim_start();
+        let first_is_list = first.starts_with('[');
         match self.dtype {
-            // A list of byte values is one element.
-            DataType::RawBytes(_) | DataType::FixedBytes(_) | DataType::Bytes => Ok(first_is_list),
+            // A list of byte values (numbers; none is an empty value) is one
+            // element; a list of anything else is a level.
+            DataType::RawBytes(_) | DataType::FixedBytes(_) | DataType::Bytes => {
+                Ok(!first.starts_with(|c: char| c == ']' || c == '-' || c.is_ascii_digit()))
+            }
             // So is `[re, im]`: two scalars, which is short.
             DataType::Complex64 | DataType::Complex128 => {
                 if first_is_list || text.len() > 1 << 12 {
@@ -220,6 +225,76 @@ impl<'de> Visitor<'de> for Items<'_, '_> {
     }
 }
 
+/// Whether a JSON value is one element (not a level of nesting) of `dtype`.
+fn is_leaf(v: &Value, dtype: &DataType) -> bool {
+    match v {
+        Value::Array(items) => match dtype {
+            // [re, im] and byte lists are single elements.
+            DataType::Complex64 | DataType::Complex128 => {
+                items.len() == 2 && items.iter().all(|x| !x.is_array())
+            }
+            DataType::RawBytes(_) | DataType::FixedBytes(_) | DataType::Bytes => {
+                items.iter().all(Value::is_number)
+            }
+            _ => false,
+        },
+        _ => true,
+    }
+}
+
+fn collect_leaves<'a>(v: &'a Value, depth: usize, out: &mut Vec<&'a Value>) {
+    match (depth, v) {
+        (0, _) => out.push(v),
+        (_, Value::Array(items)) => items.iter().for_each(|i| collect_leaves(i, depth - 1, out)),
+        // A scalar where a list was expected: leave the count short so the caller reports raggedness.
+        _ => {}
+    }
+}
+
+/// One element from JSON: what the JSON output writes (numbers, "NaN", strings,
+/// base64, [re, im], objects for records) reads back.
+pub fn element_from_json(dtype: &DataType, v: &Value) -> ApiResult<Vec<u8>> {
+    let bad = |e: String| unprocessable(format!("value {v}: {e}"));
+    match (dtype, v) {
+        (DataType::Structured(fields), Value::Object(obj)) => {
+            let mut record = vec![0u8; dtype.size().unwrap_or(0)];
+            for f in fields {
+                let value = obj
+                    .get(&f.name)
+                    .ok_or_else(|| bad(format!("missing field '{}'", f.name)))?;
+                let bytes = if f.shape.is_empty() {
+                    element_from_json(&f.dtype, value)?
+                } else {
+                    let mut leaves = Vec::new();
+                    collect_leaves(value, f.shape.len(), &mut leaves);
+                    leaves
+                        .iter()
+                        .map(|l| element_from_json(&f.dtype, l))
+                        .collect::<ApiResult<Vec<_>>>()?
+                        .concat()
+                };
+                if bytes.len() != f.size() {
+                    return Err(bad(format!("field '{}' has the wrong size", f.name)));
+                }
+                record[f.offset..f.offset + f.size()].copy_from_slice(&bytes);
+            }
+            Ok(record)
+        }
+        (DataType::FixedBytes(n), Value::String(s)) => {
+            let mut b = s.as_bytes().to_vec();
+            if b.len() > *n {
+                return Err(bad(format!("longer than {n} bytes")));
+            }
+            b.resize(*n, 0);
+            Ok(b)
+        }
+        (DataType::Bytes, Value::String(s)) => base64::engine::general_purpose::STANDARD
+            .decode(s)
+            .map_err(|e| bad(format!("not base64: {e}"))),
+        _ => Ok(parse_fill(dtype, v).map_err(|e| bad(e.to_string()))?.0),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -288,5 +363,9 @@ mod tests {
         let s2 = DataType::FixedBytes(2);
         let (shape, data) = read(r#"{"data": [[104, 105], "ok"]}"#, &s2).unwrap();
         assert_eq!((shape, fixed(data)), (vec![2], b"hiok".to_vec()));
+        let (shape, data) = read(r#"{"data": ["ok", [104, 105], []]}"#, &s2).unwrap();
+        assert_eq!((shape, fixed(data)), (vec![3], b"okhi\0\0".to_vec()));
+        let (shape, data) = read(r#"{"data": [104, 105]}"#, &s2).unwrap();
+        assert_eq!((shape, fixed(data)), (vec![], b"hi".to_vec()));
     }
 }
