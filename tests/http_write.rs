@@ -952,3 +952,34 @@ async fn coded_bodies_are_refused() {
     let (s, _, _) = call(&app, Method::PUT, "/zarr/x/blob", &identity, "abc").await;
     assert!(s.is_success(), "{s}");
 }
+
+/// An append whose data is not the array's elements reserves no rows (its
+/// reservation is not taken back, so the array grew by rows of fill values).
+#[tokio::test]
+async fn an_append_that_cannot_be_written_does_not_grow_the_array() {
+    let app = app(writable());
+    let (s, r) = json_of(
+        &app,
+        Method::PUT,
+        "/api/v1/meta/v0",
+        json!({"node_type": "array", "shape": [10, 10], "chunks": [5, 5], "dtype": "|V0", "zarr_format": 2}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    let (s, _, b) = call(
+        &app,
+        Method::POST,
+        "/api/v1/append/v0?axis=0",
+        &[("content-type", "application/x-npy")],
+        npy("'|V0'", &[5, 10], &[]),
+    )
+    .await;
+    assert_eq!(
+        s,
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "{}",
+        String::from_utf8_lossy(&b)
+    );
+    let got = read_json(&app, "/api/v1/meta/v0").await;
+    assert_eq!(got["shape"], json!([10, 10]), "{got}");
+}

@@ -334,6 +334,10 @@ impl Hierarchy {
         data_shape: &[u64],
         axis: usize,
     ) -> Result<Vec<u64>> {
+        // The data must be the array's elements before rows are reserved
+        // for it: a reservation is not taken back, and data that could not
+        // be written left the array grown by rows of fill values.
+        self.array(path).await?.check_block(data_shape, &data)?;
         let (old, meta) = self
             .reshape(path, |current| {
                 if axis >= current.len() {

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use crate::store::{Outcome, Replacement, StoreKey, Versioned};
 use crate::zarr::buffer::{c_strides, copy_mapped, ArrayBytes, DimMap};
 use crate::zarr::error::{Result, ZarrError};
-use crate::zarr::selection::{ChunkPart, Resolved};
+use crate::zarr::selection::{ChunkPart, Indices, Resolved, ResolvedDim};
 
 /// What a write did to the store.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -183,6 +183,24 @@ impl Array {
             )));
         }
         Ok(())
+    }
+
+    /// Whether `data` holds a block of `shape` of this array's elements.
+    pub fn check_block(&self, shape: &[u64], data: &ArrayBytes) -> Result<()> {
+        let block = Resolved::Orthogonal(
+            shape
+                .iter()
+                .map(|&len| ResolvedDim {
+                    indices: Indices::Range {
+                        start: 0,
+                        step: 1,
+                        len,
+                    },
+                    keep: true,
+                })
+                .collect(),
+        );
+        self.check_data(&block, data)
     }
 
     /// Write `data` (the selection's block shape, C order) into `selection`.
