@@ -7,7 +7,7 @@ use serde_json::Value;
 use super::error::{ApiError, ApiResult};
 use crate::zarr::codec::{ArrayToArrayCodec, ChunkRepr};
 use crate::zarr::fill::FillValue;
-use crate::zarr::metadata::element_count;
+use crate::zarr::metadata::{element_count, ArrayMetadata};
 use crate::zarr::{ArrayBytes, DataType};
 
 pub use crate::service::Incoming;
@@ -27,12 +27,13 @@ fn content_type(headers: &HeaderMap) -> &str {
         .trim()
 }
 
-/// Decode a data body for an array of `dtype`.
-pub fn decode(headers: &HeaderMap, body: &[u8], dtype: &DataType) -> ApiResult<Incoming> {
+/// Decode a data body for the array `meta` describes.
+pub fn decode(headers: &HeaderMap, body: &[u8], meta: &ArrayMetadata) -> ApiResult<Incoming> {
+    let dtype = &meta.dtype;
     match content_type(headers) {
         "application/x-npy" => npy(body, dtype),
         "application/octet-stream" => raw(body, dtype),
-        "application/json" => super::json_body::parse(body, dtype),
+        "application/json" => super::json_body::parse(body, dtype, meta.shape.len()),
         other => Err(ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "unsupported_media_type",

@@ -26,8 +26,9 @@ fn not_json(e: serde_json::Error) -> ApiError {
     unprocessable(format!("the body is not JSON: {e}"))
 }
 
-/// The elements of `{"data": ...}` in C order, and their shape.
-pub(super) fn parse(body: &[u8], dtype: &DataType) -> ApiResult<Incoming> {
+/// The elements of `{"data": ...}` in C order, and their shape, for an
+/// array of `dtype` with `ndim` dimensions.
+pub(super) fn parse(body: &[u8], dtype: &DataType, ndim: usize) -> ApiResult<Incoming> {
     let text = std::str::from_utf8(body)
         .map_err(|e| unprocessable(format!("the body is not JSON: not UTF-8 ({e})")))?;
     let no_data = || unprocessable("a JSON body must be an object with a \"data\" member".into());
@@ -45,6 +46,7 @@ pub(super) fn parse(body: &[u8], dtype: &DataType) -> ApiResult<Incoming> {
     };
     let mut reader = Reader {
         dtype,
+        ndim,
         fixed: Vec::new(),
         variable: Vec::new(),
         lengths: Vec::new(),
@@ -101,6 +103,10 @@ impl<'de: 'a, 'a> de::Deserialize<'de> for Body<'a> {
 
 struct Reader<'a> {
     dtype: &'a DataType,
+    /// The array's dimensions: data nested deeper than one past them is
+    /// refused as it is met (each level is read again from its text, so
+    /// nesting bounds the work as well as the shape).
+    ndim: usize,
     fixed: Vec<u8>,
     variable: Vec<Vec<u8>>,
     /// The length of the lists at each depth, from the first one ended there.
@@ -157,6 +163,12 @@ impl Reader<'_> {
     fn list(&mut self, raw: &RawValue, depth: usize) -> ApiResult<()> {
         if self.leaf_depth.is_some_and(|leaf| depth >= leaf) {
             return Err(self.ragged());
+        }
+        if depth > self.ndim {
+            return Err(unprocessable(format!(
+                "the nested lists of \"data\" are deeper than the array's {} dimensions",
+                self.ndim
+            )));
         }
         self.deepest_list = Some(self.deepest_list.map_or(depth, |d| d.max(depth)));
         let mut de = serde_json::Deserializer::from_str(raw.get());
@@ -300,7 +312,7 @@ mod tests {
     use super::*;
 
     fn read(body: &str, dtype: &DataType) -> Result<(Vec<u64>, ArrayBytes), String> {
-        parse(body.as_bytes(), dtype)
+        parse(body.as_bytes(), dtype, 3)
             .map(|i| (i.shape.unwrap(), i.data))
             .map_err(|e| e.message)
     }
@@ -344,6 +356,10 @@ mod tests {
             (r#"{"other": 1}"#, "\"data\" member"),
             (r#"{"data": 1, "data": 2}"#, "duplicate"),
             (r#"{"data": [1, 300]}"#, "300"),
+            (
+                r#"{"data": [[[[[1]]]]]}"#,
+                "deeper than the array's 3 dimensions",
+            ),
         ] {
             let e = read(body, &i8).unwrap_err();
             assert!(e.contains(says), "{body}: {e}");

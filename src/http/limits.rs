@@ -133,6 +133,16 @@ pub async fn headers<Fut>(
 where
     Fut: std::future::Future<Output = Response>,
 {
+    let limit = state.config.max_header_bytes;
+    let size = header_bytes(&request);
+    if size > limit {
+        return ApiError::new(
+            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            "headers_too_large",
+            format!("the request target and headers are {size} bytes; the limit is {limit}"),
+        )
+        .into_response();
+    }
     if let Some(refused) = unsupported_coding(&request) {
         return refused;
     }
@@ -152,16 +162,6 @@ where
             format!(
                 "the request body is {size} bytes; the limit is {most} (set with --max-body-size)"
             ),
-        )
-        .into_response();
-    }
-    let limit = state.config.max_header_bytes;
-    let size = header_bytes(&request);
-    if size > limit {
-        return ApiError::new(
-            StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
-            "headers_too_large",
-            format!("the request target and headers are {size} bytes; the limit is {limit}"),
         )
         .into_response();
     }

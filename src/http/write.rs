@@ -367,7 +367,7 @@ pub async fn put_data(
         None => Selection::all(),
     };
     let resolved = selection.resolve(array.shape())?;
-    let incoming = body::decode(&headers, &body, &array.metadata().dtype)?;
+    let incoming = body::decode(&headers, &body, array.metadata())?;
     let w = writing.write_region(&array, &resolved, incoming).await?;
     let snapshot = writing.finish(&message).await?;
     let mut answer = json!({"shape": w.shape, "elements": w.elements, "chunks_written": w.chunks_written, "chunks_deleted": w.chunks_deleted});
@@ -397,7 +397,7 @@ pub async fn append(
     let key = node_path(&path)?;
     let writing = state.service.writing(&key).await?;
     let array = writing.array(&key).await?;
-    let incoming = body::decode(&headers, &body, &array.metadata().dtype)?;
+    let incoming = body::decode(&headers, &body, array.metadata())?;
     let new_shape = writing.append(&key, params.axis, incoming).await?;
     let snapshot = writing.finish(&message).await?;
     let mut answer = json!({"shape": new_shape});
