@@ -1,8 +1,8 @@
 //! The checks every routed request passes, in one middleware: errors as
 //! S3 XML under `/s3` and with the request id in JSON error bodies, the
-//! header size limit, load shedding and the request timeout, per-route
-//! metrics, authorization, and turning a handler's panic into a 500, in
-//! that order (outermost first).
+//! header size limit (and a body's declared size and content coding), load
+//! shedding and the request timeout, per-route metrics, authorization, and
+//! turning a handler's panic into a 500, in that order (outermost first).
 //!
 //! Each check is a plain async function of the request and what comes
 //! after it, composed here into one future. As separate tower layers each
