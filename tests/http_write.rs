@@ -983,3 +983,95 @@ async fn an_append_that_cannot_be_written_does_not_grow_the_array() {
     let got = read_json(&app, "/api/v1/meta/v0").await;
     assert_eq!(got["shape"], json!([10, 10]), "{got}");
 }
+
+/// Data of the right shape whose elements its type cannot hold: bool bytes
+/// other than 0 and 1 (numpy reads them as True, yet they compare unequal
+/// to True), JSON spellings only fill values use, record fields the type
+/// does not have, and `.npy` bodies of pickled objects or empty text.
+#[tokio::test]
+async fn elements_a_type_cannot_hold_are_refused() {
+    let app = app(writable());
+    for (path, meta) in [
+        (
+            "b",
+            json!({"node_type": "array", "shape": [4], "dtype": "bool", "fill_value": false}),
+        ),
+        (
+            "i",
+            json!({"node_type": "array", "shape": [2], "dtype": "int32", "fill_value": 0}),
+        ),
+        (
+            "r",
+            json!({"node_type": "array", "shape": [1], "dtype": [["x", "<i4"]], "zarr_format": 2, "fill_value": null}),
+        ),
+        (
+            "s",
+            json!({"node_type": "array", "shape": [2], "dtype": "string", "fill_value": ""}),
+        ),
+    ] {
+        let (s, r) = json_of(&app, Method::PUT, &format!("/api/v1/meta/{path}"), meta).await;
+        assert_eq!(s, StatusCode::CREATED, "{path}: {r}");
+    }
+    let refused = |s: StatusCode, b: &[u8], why: &str| {
+        let text = String::from_utf8_lossy(b);
+        assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{why}: {text}");
+        assert!(text.contains("bad_data"), "{why}: {text}");
+        text.to_string()
+    };
+    let octets = [("content-type", "application/octet-stream")];
+    let (s, _, b) = call(
+        &app,
+        Method::PUT,
+        "/api/v1/data/b",
+        &octets,
+        vec![0u8, 1, 2, 1],
+    )
+    .await;
+    assert!(refused(s, &b, "raw bool").contains("element 2"));
+    let npy_type = [("content-type", "application/x-npy")];
+    let body = npy("'|b1'", &[4], &[1, 0, 0, 255]);
+    let (s, _, b) = call(&app, Method::PUT, "/api/v1/data/b", &npy_type, body).await;
+    assert!(refused(s, &b, "npy bool").contains("element 3"));
+    let (s, _, b) = call(
+        &app,
+        Method::POST,
+        "/api/v1/append/b?axis=0",
+        &octets,
+        vec![7u8],
+    )
+    .await;
+    refused(s, &b, "appended bool");
+    let got = read_json(&app, "/api/v1/data/b?format=json").await;
+    assert_eq!(got["data"], json!([false, false, false, false]), "{got}");
+    assert_eq!(read_json(&app, "/api/v1/meta/b").await["shape"], json!([4]));
+
+    for (path, data, says) in [
+        ("i", json!([1, null]), "null is not"),
+        ("i", json!([true, 2]), "a boolean is not"),
+        ("r", json!([{"x": 1, "y": 2}]), "no field 'y'"),
+    ] {
+        let (s, _, b) = call(
+            &app,
+            Method::PUT,
+            &format!("/api/v1/data/{path}"),
+            &[("content-type", "application/json")],
+            json!({ "data": data }).to_string(),
+        )
+        .await;
+        assert!(refused(s, &b, says).contains(says), "{says}");
+    }
+    let (s, w) = json_of(
+        &app,
+        Method::PUT,
+        "/api/v1/data/r",
+        json!({"data": [{"x": 5}]}),
+    )
+    .await;
+    assert!(s.is_success(), "{w}");
+
+    for (descr, says) in [("'|O'", "pickled"), ("'<U0'", "no bytes")] {
+        let body = npy(descr, &[2], b"\x80\x04N.");
+        let (s, _, b) = call(&app, Method::PUT, "/api/v1/data/s", &npy_type, body).await;
+        assert!(refused(s, &b, says).contains(says), "{descr}");
+    }
+}

@@ -82,6 +82,13 @@ fn npy(body: &[u8], dtype: &DataType) -> ApiResult<Incoming> {
         .ok_or_else(|| unprocessable(format!("cannot read the .npy dtype {}", header.descr)))?;
     let (given, endian) =
         DataType::from_v2_json(&descr).map_err(|e| unprocessable(format!(".npy dtype: {e}")))?;
+    if given.is_variable() {
+        return Err(unprocessable(format!(
+            "the .npy dtype {} holds pickled Python objects, which are not read; \
+             send text as fixed width ('<U') or bytes as ('|S')",
+            header.descr
+        )));
+    }
     let count = element_count(&header.shape)
         .filter(|&n| n <= body.len() as u64)
         .ok_or_else(|| {
@@ -99,6 +106,12 @@ fn npy(body: &[u8], dtype: &DataType) -> ApiResult<Incoming> {
             } else {
                 *n
             };
+            if width == 0 {
+                return Err(unprocessable(format!(
+                    "the .npy dtype {} has elements of no bytes",
+                    header.descr
+                )));
+            }
             if payload.len() as u64 != count * width as u64 {
                 return Err(unprocessable(format!(
                     "the .npy body holds {} data bytes, its header promises {}",
@@ -109,7 +122,7 @@ fn npy(body: &[u8], dtype: &DataType) -> ApiResult<Incoming> {
             let mut buf = payload.to_vec();
             given.swap_declared(&mut buf, endian);
             ArrayBytes::Variable(
-                buf.chunks(width.max(1))
+                buf.chunks(width)
                     .take(count as usize)
                     .enumerate()
                     .map(|(i, e)| text_element(&given, e, i))

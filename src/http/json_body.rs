@@ -267,8 +267,22 @@ fn collect_leaves<'a>(v: &'a Value, depth: usize, out: &mut Vec<&'a Value>) {
 /// base64, [re, im], objects for records) reads back.
 pub fn element_from_json(dtype: &DataType, v: &Value) -> ApiResult<Vec<u8>> {
     let bad = |e: String| unprocessable(format!("value {v}: {e}"));
+    // Fill values may be null or, in v2, a boolean for any type; an
+    // element of data is spelled as the JSON output writes it.
+    let refused = match (dtype, v) {
+        (_, Value::Null) => Some("null"),
+        (DataType::Bool, _) => None,
+        (_, Value::Bool(_)) => Some("a boolean"),
+        _ => None,
+    };
+    if let Some(what) = refused {
+        return Err(bad(format!("{what} is not a {} element", dtype.name())));
+    }
     match (dtype, v) {
         (DataType::Structured(fields), Value::Object(obj)) => {
+            if let Some(extra) = obj.keys().find(|k| !fields.iter().any(|f| &f.name == *k)) {
+                return Err(bad(format!("the record type has no field '{extra}'")));
+            }
             let mut record = vec![0u8; dtype.size().unwrap_or(0)];
             for f in fields {
                 let value = obj

@@ -120,7 +120,7 @@ impl From<ZarrError> for ServiceError {
             ZarrError::WrongNodeType { .. } => (InvalidInput, "wrong_node_type"),
             ZarrError::Selection(_) => (InvalidInput, "bad_selection"),
             ZarrError::NoField(_) => (InvalidInput, "bad_field"),
-            ZarrError::Data(_) => (Unprocessable, "bad_data"),
+            ZarrError::Data(_) | ZarrError::BadElement(_) => (Unprocessable, "bad_data"),
             ZarrError::DataType(_) | ZarrError::FillValue(_) => (Unprocessable, "bad_metadata"),
             ZarrError::Metadata { .. } => (CorruptData, "invalid_metadata"),
             ZarrError::CorruptChunk { .. } => (CorruptData, "corrupt_chunk"),

@@ -47,6 +47,9 @@ pub enum ZarrError {
     /// Data given for a write does not fit the selection or the data type.
     #[error("data: {0}")]
     Data(String),
+    /// Data of the right shape holds an element its type does not allow.
+    #[error("data: {0}")]
+    BadElement(String),
     /// What was asked would be larger than zarrd writes or holds.
     #[error("{0}")]
     TooLarge(String),
@@ -124,6 +127,7 @@ impl ZarrError {
             ZarrError::Selection(m) => ZarrError::Selection(m.clone()),
             ZarrError::NoField(m) => ZarrError::NoField(m.clone()),
             ZarrError::Data(m) => ZarrError::Data(m.clone()),
+            ZarrError::BadElement(m) => ZarrError::BadElement(m.clone()),
             ZarrError::Internal(m) => ZarrError::Internal(m.clone()),
             ZarrError::NotAllowed(m) => ZarrError::NotAllowed(m.clone()),
             ZarrError::TooLarge(m) => ZarrError::TooLarge(m.clone()),

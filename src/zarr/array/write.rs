@@ -11,6 +11,7 @@ use std::sync::Arc;
 
 use crate::store::{Outcome, Replacement, StoreKey, Versioned};
 use crate::zarr::buffer::{c_strides, copy_mapped, ArrayBytes, DimMap};
+use crate::zarr::dtype::DataType;
 use crate::zarr::error::{Result, ZarrError};
 use crate::zarr::selection::{ChunkPart, Indices, Resolved, ResolvedDim};
 
@@ -181,6 +182,16 @@ impl Array {
                 selection.shape(),
                 self.meta.dtype.name()
             )));
+        }
+        // numpy reads any non-zero byte as True, but such an element
+        // compares unequal to True; readers only ever write 0 and 1.
+        if let (DataType::Bool, ArrayBytes::Fixed(bytes)) = (&self.meta.dtype, data) {
+            if let Some(i) = bytes.iter().position(|&b| b > 1) {
+                return Err(ZarrError::BadElement(format!(
+                    "element {i} of the data is the byte {}; a bool is stored as 0 or 1",
+                    bytes[i]
+                )));
+            }
         }
         Ok(())
     }
