@@ -266,7 +266,7 @@ pub struct Grant {
     pub within: Option<String>,
 }
 
-/// Whether a known token may do `scope` on `path`.
+/// Whether a known token may do `scope` on `path` (`None`: on no store path).
 fn permit(token: &Token, scope: Scope, path: Option<&str>) -> Result<Grant, Denied> {
     let granted = token
         .scopes
@@ -278,8 +278,10 @@ fn permit(token: &Token, scope: Scope, path: Option<&str>) -> Result<Grant, Deni
         ));
     }
     let mut within = None;
-    if !token.prefixes.is_empty() {
-        let path = path.unwrap_or("").trim_matches('/');
+    // No path: the request is about the server (its counters, S3's one
+    // bucket), not about keys a prefix could hold.
+    if let Some(path) = path.filter(|_| !token.prefixes.is_empty()) {
+        let path = path.trim_matches('/');
         within = token
             .prefixes
             .iter()
@@ -371,6 +373,14 @@ mod tests {
                 Scope::Write,
                 Some("era50/x")
             ),
+            Err(Denied::Forbidden(_))
+        ));
+        // The server's own counters and S3's bucket list hold no keys.
+        assert!(auth
+            .check(Some("Bearer writer-0123456789"), Scope::Read, None)
+            .is_ok());
+        assert!(matches!(
+            auth.check(Some("Bearer writer-0123456789"), Scope::Read, Some("")),
             Err(Denied::Forbidden(_))
         ));
         assert!(matches!(

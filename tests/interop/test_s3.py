@@ -272,6 +272,10 @@ def s3_error(url, method="GET", token=LIMITED):
 
 
 def test_a_prefix_limited_token_lists_and_reads_only_below_its_prefix(signed_server):
+    # The one bucket is the server's, not a key: every reader may list it.
+    req = urllib.request.Request(f"{signed_server}/s3/", headers={"Authorization": f"Bearer {LIMITED}"})
+    with urllib.request.urlopen(req) as r:
+        assert [b.text for b in ET.fromstring(r.read()).findall("s3:Buckets/s3:Bucket/s3:Name", NS)] == ["zarr"]
     req = urllib.request.Request(f"{signed_server}/s3/zarr?list-type=2&prefix=v2.zarr/&delimiter=/",
                                  headers={"Authorization": f"Bearer {LIMITED}"})
     with urllib.request.urlopen(req) as r:
