@@ -68,6 +68,11 @@ pub async fn serve(state: AppState) -> std::io::Result<()> {
         .keep_alive_timeout(header_timeout);
     let builders = std::sync::Arc::new((h1, h2));
     let graceful = GracefulShutdown::new();
+    // HTTP/2 connections are closed with GOAWAY (idle, or at shutdown), so
+    // they are not handed to `graceful`: it would own the connection. Each
+    // holds a sender of `h2_open`; the receiver ends when all are gone.
+    let (shutting_down, shutdown) = tokio::sync::watch::channel(false);
+    let (h2_open, mut h2_closed) = tokio::sync::mpsc::channel::<()>(1);
     let signal = shutdown_signal();
     tokio::pin!(signal);
     loop {
@@ -91,11 +96,14 @@ pub async fn serve(state: AppState) -> std::io::Result<()> {
         }
         let app = app.clone();
         let (builders, watcher, tls) = (builders.clone(), graceful.watcher(), tls.clone());
+        let (shutdown, h2_open) = (shutdown.clone(), h2_open.clone());
         tokio::spawn(async move {
             let connection = Connection {
                 app,
                 builders,
                 watcher,
+                shutdown,
+                h2_open,
                 idle: header_timeout,
             };
             let served = match tls {
@@ -126,8 +134,14 @@ pub async fn serve(state: AppState) -> std::io::Result<()> {
     drop(listener);
     tracing::info!("shutting down: finishing in-flight requests");
     closing.begin_shutdown();
+    let _ = shutting_down.send(true);
+    drop(h2_open);
+    let drained = async {
+        graceful.shutdown().await;
+        h2_closed.recv().await;
+    };
     tokio::select! {
-        _ = graceful.shutdown() => {}
+        _ = drained => {}
         _ = tokio::time::sleep(deadline) => {
             tracing::warn!("shutdown deadline of {deadline:?} passed with requests still in flight");
         }
@@ -141,6 +155,10 @@ struct Connection {
     /// HTTP/1.1 and HTTP/2.
     builders: Arc<(auto::Builder<TokioExecutor>, auto::Builder<TokioExecutor>)>,
     watcher: hyper_util::server::graceful::Watcher,
+    /// Turns true when the server begins to shut down.
+    shutdown: tokio::sync::watch::Receiver<bool>,
+    /// Held while an HTTP/2 connection is open.
+    h2_open: tokio::sync::mpsc::Sender<()>,
     /// How long an HTTP/2 connection may carry no request.
     idle: Duration,
 }
@@ -166,20 +184,45 @@ impl Connection {
             activity: activity.clone(),
         });
         let served = self.builders.1.serve_connection(io, service).into_owned();
+        tokio::pin!(served);
+        let _open = self.h2_open;
+        let mut shutdown = self.shutdown;
         let idle = self.idle;
-        tokio::select! {
-            done = self.watcher.watch(served) => done,
-            _ = activity.idle_for(idle) => {
-                tracing::debug!("closed an HTTP/2 connection idle for {idle:?}");
-                Ok(())
-            }
+        let quiet = activity.idle_for(idle);
+        tokio::pin!(quiet);
+        // Idle or shutting down: GOAWAY, so a request the client sends
+        // meanwhile is refused and retried elsewhere, not lost with the
+        // socket; the connection ends once its streams have.
+        let closing = tokio::select! {
+            done = served.as_mut() => return done,
+            _ = &mut quiet => "idle",
+            _ = shutdown.wait_for(|down| *down) => "shutting down",
+            // Its client takes nothing more, GOAWAY included.
             _ = activity.until_stalled() => {
                 tracing::debug!("closed an HTTP/2 connection whose client stopped taking a response");
-                Ok(())
+                return Ok(());
             }
+        };
+        tracing::debug!("closing an HTTP/2 connection: {closing}");
+        served.as_mut().graceful_shutdown();
+        // hyper waits for the answer to a PING sent with the GOAWAY (a
+        // request in flight may still come); a client that reads nothing
+        // while it has no request open never answers.
+        let settled = async {
+            tokio::time::sleep(GOAWAY_GRACE).await;
+            activity.idle_for(GOAWAY_GRACE).await;
+        };
+        tokio::select! {
+            done = served.as_mut() => done,
+            _ = activity.until_stalled() => Ok(()),
+            _ = settled => Ok(()),
         }
     }
 }
+
+/// How long an HTTP/2 connection closing with GOAWAY waits, with no
+/// request open, for the client to answer.
+const GOAWAY_GRACE: Duration = Duration::from_secs(1);
 
 /// The first bytes of an HTTP/2 connection with prior knowledge.
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";

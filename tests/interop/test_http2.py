@@ -157,6 +157,9 @@ class H2Client:
         self.sock.sendall(self.conn.data_to_send())
         self.events = []
         self.closed = False
+        self.buffer = b""
+        self.terminated = False
+        self.goaways = []
 
     def get(self, path):
         stream = self.conn.get_next_available_stream_id()
@@ -189,10 +192,34 @@ class H2Client:
             if not data:
                 self.closed = True
                 break
-            self.events += self.conn.receive_data(data)
+            self.receive(data)
             out = self.conn.data_to_send()
             if out:
                 self.sock.sendall(out)
+
+    def receive(self, data):
+        """Frames, one at a time: the h2 library takes nothing after a
+        GOAWAY, where a server closing gracefully sends a PING with its
+        first one and a second GOAWAY once the PING is answered; those are
+        handled here."""
+        import h2.events
+        self.buffer += data
+        while len(self.buffer) >= 9:
+            end = 9 + int.from_bytes(self.buffer[:3], "big")
+            if len(self.buffer) < end:
+                break
+            frame, self.buffer = self.buffer[:end], self.buffer[end:]
+            kind, flags = frame[3], frame[4]
+            if kind == 7:  # GOAWAY: last stream id, error code
+                self.goaways.append((int.from_bytes(frame[9:13], "big") & 0x7FFFFFFF,
+                                     int.from_bytes(frame[13:17], "big")))
+            if self.terminated:
+                if kind == 6 and not flags & 1:  # a PING: acknowledged, as clients do
+                    self.sock.sendall(b"\x00\x00\x08\x06\x01\x00\x00\x00\x00" + frame[9:17])
+                continue
+            for e in self.conn.receive_data(frame):
+                self.events.append(e)
+                self.terminated |= isinstance(e, h2.events.ConnectionTerminated)
 
     def read_slowly(self, path, rate, seconds):
         """Fetch `path`, granting window back at `rate` bytes a second, as
@@ -263,15 +290,44 @@ def test_a_stream_its_client_stops_taking_frees_its_place(blob_server, path):
         stalled.close()
 
 
-def test_an_idle_http2_connection_is_closed(blob_server):
+def test_an_idle_http2_connection_is_closed_with_goaway(blob_server):
+    import h2.errors
     idle = H2Client(blob_server, window=65535)
     try:
-        idle.get("/healthz")
-        idle.pump(5)
+        stream = idle.get("/healthz")
+        idle.pump(8)
         # --header-timeout (2 s) after its last request, as HTTP/1.1 keep-alive.
         assert idle.closed
+        # Announced with GOAWAY (no error, the answered stream its last), so
+        # a client knows a request it sent meanwhile was not taken.
+        assert idle.goaways, [type(e).__name__ for e in idle.events]
+        assert idle.goaways[-1] == (stream, h2.errors.ErrorCodes.NO_ERROR), idle.goaways
     finally:
         idle.close()
+
+
+def test_shutdown_closes_http2_connections_with_goaway_without_waiting_for_idle_clients(tmp_path):
+    import h2.errors
+    (tmp_path / "a").write_bytes(b"x")
+    url, proc = start_zarrd(str(tmp_path))
+    try:
+        quiet = httpx.Client(http1=False, http2=True, base_url=url)  # reads only when asked
+        assert quiet.get("/healthz").http_version == "HTTP/2"
+        raw = H2Client(url, window=65535)
+        stream = raw.get("/zarr/a")
+        raw.pump(0.3)
+        started = time.monotonic()
+        proc.terminate()
+        raw.pump(5)
+        assert raw.closed and raw.goaways[-1] == (stream, h2.errors.ErrorCodes.NO_ERROR), raw.goaways
+        # Not the 30 s of --shutdown-timeout: a client that reads nothing
+        # while it has no request open is not waited for.
+        assert proc.wait(timeout=10) == 0
+        assert time.monotonic() - started < 10
+        quiet.close()
+        raw.close()
+    finally:
+        stop(proc)
 
 
 def test_headers_up_to_the_limit_are_taken_over_http2(blob_server):
