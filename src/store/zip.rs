@@ -146,6 +146,12 @@ impl ZipStore {
             if name.ends_with('/') {
                 continue;
             }
+            // A name no request can spell (`../x`, `/x`, `a\\b`) would be
+            // listed but never found.
+            if let Err(e) = super::StoreKey::new(&name) {
+                tracing::warn!("{}: skipping entry: {e}", path.display());
+                continue;
+            }
             let local = read_at(&file, offset, 30).map_err(|e| corrupt(path, e.to_string()))?;
             if u32_at(&local, 0) != Some(0x0403_4b50) {
                 return Err(corrupt(path, format!("bad local header for '{name}'")));
@@ -401,6 +407,57 @@ mod tests {
         end.extend(0u16.to_le_bytes());
         out.extend(end);
         std::fs::write(path, out).unwrap();
+    }
+
+    /// A zip of stored entries.
+    fn stored_zip(path: &FsPath, entries: &[(&str, &[u8])]) {
+        let (mut out, mut central) = (Vec::new(), Vec::new());
+        for (name, data) in entries {
+            let offset = out.len() as u32;
+            let fields = |out: &mut Vec<u8>| {
+                out.extend([0, 0, 0, 0, 0, 0, 0, 0]); // flags, method, time, date
+                out.extend(crc32fast::hash(data).to_le_bytes());
+                out.extend((data.len() as u32).to_le_bytes());
+                out.extend((data.len() as u32).to_le_bytes());
+                out.extend((name.len() as u16).to_le_bytes());
+                out.extend(0u16.to_le_bytes());
+            };
+            out.extend([0x50, 0x4b, 0x03, 0x04, 20, 0]);
+            fields(&mut out);
+            out.extend(name.as_bytes());
+            out.extend(*data);
+            central.extend([0x50, 0x4b, 0x01, 0x02, 20, 0, 20, 0]);
+            fields(&mut central);
+            central.extend([0u8; 10]); // comment, disk, attributes
+            central.extend(offset.to_le_bytes());
+            central.extend(name.as_bytes());
+        }
+        let start = out.len() as u32;
+        out.extend(&central);
+        let n = (entries.len() as u16).to_le_bytes();
+        out.extend([0x50, 0x4b, 0x05, 0x06, 0, 0, 0, 0, n[0], n[1], n[0], n[1]]);
+        out.extend((central.len() as u32).to_le_bytes());
+        out.extend(start.to_le_bytes());
+        out.extend(0u16.to_le_bytes());
+        std::fs::write(path, out).unwrap();
+    }
+
+    #[tokio::test]
+    async fn names_no_key_can_spell_are_left_out() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("z.zip");
+        let entries: &[(&str, &[u8])] = &[
+            ("a/b", b"1"),
+            ("../x", b"2"),
+            ("/abs", b"3"),
+            ("a\\c", b"4"),
+        ];
+        stored_zip(&path, entries);
+        let zip = ZipStore::open(&path).unwrap();
+        assert_eq!(zip.entries.keys().collect::<Vec<_>>(), ["a/b"]);
+        let top = zip.list_with_delimiter(None).await.unwrap();
+        let prefixes: Vec<&str> = top.common_prefixes.iter().map(|p| p.as_ref()).collect();
+        assert_eq!((prefixes, top.objects.len()), (vec!["a"], 0));
     }
 
     #[test]
