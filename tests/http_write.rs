@@ -1075,3 +1075,29 @@ async fn elements_a_type_cannot_hold_are_refused() {
         assert!(refused(s, &b, says).contains(says), "{descr}");
     }
 }
+
+/// A v2 array of 130 dimensions has chunk keys of 259 bytes joined by '.',
+/// longer than a key's segment can be: refused when it is created, not at
+/// its first write. Joined by '/', each index is a segment of its own.
+#[tokio::test]
+async fn an_array_whose_chunk_keys_no_store_can_hold_is_refused_at_creation() {
+    let app = app(writable());
+    let spec = |separator: &str| {
+        json!({"node_type": "array", "shape": vec![1; 130], "chunks": vec![1; 130], "dtype": "uint8",
+               "zarr_format": 2, "chunk_key_separator": separator})
+    };
+    let (s, r) = json_of(&app, Method::PUT, "/api/v1/meta/wide", spec(".")).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{r}");
+    assert!(r.to_string().contains("259 bytes"), "{r}");
+    let (s, r) = json_of(&app, Method::PUT, "/api/v1/meta/wide", spec("/")).await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    let (s, _, b) = call(
+        &app,
+        Method::PUT,
+        "/api/v1/data/wide",
+        &[("content-type", "application/octet-stream")],
+        vec![7u8],
+    )
+    .await;
+    assert!(s.is_success(), "{}", String::from_utf8_lossy(&b));
+}
