@@ -204,25 +204,18 @@ impl Connection {
             }
         };
         tracing::debug!("closing an HTTP/2 connection: {closing}");
+        // hyper ends the connection once every stream has been sent, which
+        // `activity` cannot tell (a response counts as ended once its last
+        // piece is queued); a client that stops answering is closed by the
+        // stall watchdog or by hyper's unanswered keep-alive ping, and at
+        // shutdown by the server's deadline.
         served.as_mut().graceful_shutdown();
-        // hyper waits for the answer to a PING sent with the GOAWAY (a
-        // request in flight may still come); a client that reads nothing
-        // while it has no request open never answers.
-        let settled = async {
-            tokio::time::sleep(GOAWAY_GRACE).await;
-            activity.idle_for(GOAWAY_GRACE).await;
-        };
         tokio::select! {
             done = served.as_mut() => done,
             _ = activity.until_stalled() => Ok(()),
-            _ = settled => Ok(()),
         }
     }
 }
-
-/// How long an HTTP/2 connection closing with GOAWAY waits, with no
-/// request open, for the client to answer.
-const GOAWAY_GRACE: Duration = Duration::from_secs(1);
 
 /// The first bytes of an HTTP/2 connection with prior knowledge.
 const H2_PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
