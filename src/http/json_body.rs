@@ -269,10 +269,9 @@ pub fn element_from_json(dtype: &DataType, v: &Value) -> ApiResult<Vec<u8>> {
     let bad = |e: String| unprocessable(format!("value {v}: {e}"));
     // Fill values may be null or, in v2, a boolean for any type; an
     // element of data is spelled as the JSON output writes it.
-    let refused = match (dtype, v) {
-        (_, Value::Null) => Some("null"),
-        (DataType::Bool, _) => None,
-        (_, Value::Bool(_)) => Some("a boolean"),
+    let refused = match v {
+        Value::Null => Some("null"),
+        Value::Bool(_) if *dtype != DataType::Bool => Some("a boolean"),
         _ => None,
     };
     if let Some(what) = refused {

@@ -154,6 +154,7 @@ struct Connection {
     app: super::App,
     /// HTTP/1.1 and HTTP/2.
     builders: Arc<(auto::Builder<TokioExecutor>, auto::Builder<TokioExecutor>)>,
+    /// HTTP/1.1 connections' part in the graceful shutdown.
     watcher: hyper_util::server::graceful::Watcher,
     /// Turns true when the server begins to shut down.
     shutdown: tokio::sync::watch::Receiver<bool>,

@@ -106,6 +106,7 @@ impl ZipStore {
             .map_err(|e| corrupt(path, e.to_string()))?;
         let mut entries = BTreeMap::new();
         let mut at = 0usize;
+        let mut skipped = 0u64;
         for _ in 0..count {
             let bad = || corrupt(path, format!("bad central directory entry at byte {at}"));
             if u32_at(&cd, at) != Some(0x0201_4b50) {
@@ -149,7 +150,10 @@ impl ZipStore {
             // A name no request can spell (`../x`, `/x`, `a\\b`) would be
             // listed but never found.
             if let Err(e) = super::StoreKey::new(&name) {
-                tracing::warn!("{}: skipping entry: {e}", path.display());
+                if skipped == 0 {
+                    tracing::warn!("{}: skipping entry: {e}", path.display());
+                }
+                skipped += 1;
                 continue;
             }
             let local = read_at(&file, offset, 30).map_err(|e| corrupt(path, e.to_string()))?;
@@ -187,6 +191,12 @@ impl ZipStore {
                     data_offset,
                     crc,
                 },
+            );
+        }
+        if skipped > 1 {
+            tracing::warn!(
+                "{}: skipped {skipped} entries whose names are not keys",
+                path.display()
             );
         }
         Ok(ZipStore {
