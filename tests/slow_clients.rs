@@ -163,3 +163,56 @@ fn clients_that_stop_reading_are_dropped_and_free_their_slot() {
     );
     drop(stalled);
 }
+
+/// `Content-Length: len` sent to `path` whole, in 64 KiB pieces, before
+/// the answer is read (as `http.client` sends): the answer's status line
+/// and body, or why sending or reading failed.
+fn upload_then_read(addr: &str, path: &str, len: usize) -> Result<(String, String), String> {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    write!(
+        s,
+        "PUT {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {len}\r\n\r\n"
+    )
+    .unwrap();
+    let piece = vec![0u8; 1 << 16];
+    let mut sent = 0;
+    while sent < len {
+        let n = piece.len().min(len - sent);
+        s.write_all(&piece[..n])
+            .map_err(|e| format!("sending failed after {sent} of {len} bytes: {e}"))?;
+        sent += n;
+    }
+    let mut answer = Vec::new();
+    s.read_to_end(&mut answer)
+        .map_err(|e| format!("reading the answer failed: {e}"))?;
+    let answer = String::from_utf8_lossy(&answer).to_string();
+    let (head, body) = answer.split_once("\r\n\r\n").unwrap_or((&answer, ""));
+    let status = head.lines().next().unwrap_or_default().to_string();
+    Ok((status, body.to_string()))
+}
+
+#[test]
+fn refused_uploads_are_answered_not_reset() {
+    // Refused before their body is read, the answer goes out while the
+    // client is still sending; closing at once would reset the connection
+    // and the client would see a broken pipe instead of the answer.
+    let dir = tempfile::tempdir().unwrap();
+    let limited = start(&[
+        dir.path().to_str().unwrap(),
+        "--allow-anonymous-writes",
+        "--max-body-size",
+        "1MiB",
+    ]);
+    for _ in 0..3 {
+        let (status, body) = upload_then_read(&limited.addr, "/zarr/a/0.0", 32 << 20).unwrap();
+        assert!(status.contains("413"), "{status}");
+        assert!(body.contains(r#""code":"body_too_large""#), "{body}");
+    }
+    let closed = start(&[dir.path().to_str().unwrap()]);
+    for _ in 0..3 {
+        let (status, body) = upload_then_read(&closed.addr, "/zarr/a/0.0", 8 << 20).unwrap();
+        assert!(status.contains("403"), "{status}");
+        assert!(body.contains(r#""error""#), "{body}");
+    }
+}

@@ -1,6 +1,6 @@
 //! Closing HTTP/2 connections that carry no requests, or whose client
 //! stopped taking a response. HTTP/1.1 connections are closed by hyper's
-//! deadline for the next request head, and by `serve::Stalling` when the
+//! deadline for the next request head, and by `socket::ClientSocket` when the
 //! client stops reading; an HTTP/2 connection answers pings while it waits
 //! for streams, and a client can stall one stream (granting it no
 //! flow-control window) while the connection stays busy, so neither
@@ -149,7 +149,7 @@ impl<K: Unpin> http_body::Body for Keeping<K> {
 type Held = Keeping<tokio::sync::OwnedSemaphorePermit>;
 
 /// An HTTP/2 response body whose connection is closed once its client
-/// has taken none of it for `timeout`, as `serve::Stalling` closes an
+/// has taken none of it for `timeout`, as `socket::ClientSocket` closes an
 /// HTTP/1.1 connection. A client can stop one stream (by granting it no
 /// flow-control window) while its connection stays busy with others and
 /// with pings, so the connection's own stall check never fires; and hyper

@@ -20,6 +20,7 @@ pub mod raw;
 pub mod routes;
 mod s3;
 mod serve;
+mod socket;
 mod tls;
 mod versions;
 mod viewer;

@@ -9,20 +9,17 @@
 //! cleartext HTTP/2 when the client opens with its preface (h2c with prior
 //! knowledge, as proxies use it).
 
-use std::future::Future;
-use std::io;
-use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
+use tokio::io::Interest;
 
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 
+use super::socket::{ClientSending, ClientSocket, NotingUnread};
 use super::{idle, router, AppState};
 
 /// Serve until SIGTERM or Ctrl-C, then let in-flight requests finish.
@@ -111,11 +108,12 @@ pub async fn serve(state: AppState) -> std::io::Result<()> {
                     let Some(h2) = cleartext_h2(&stream, header_timeout).await else {
                         return;
                     };
-                    let io = TokioIo::new(Stalling::new(stream, send_timeout));
-                    connection.serve(io, h2).await
+                    let io = ClientSocket::new(stream, send_timeout);
+                    let sending = io.sending();
+                    connection.serve(TokioIo::new(io), h2, sending).await
                 }
                 Some(acceptor) => {
-                    let io = Stalling::new(stream, send_timeout);
+                    let io = ClientSocket::new(stream, send_timeout);
                     let stream =
                         match tokio::time::timeout(header_timeout, acceptor.accept(io)).await {
                             Ok(Ok(stream)) => stream,
@@ -123,7 +121,8 @@ pub async fn serve(state: AppState) -> std::io::Result<()> {
                             Err(_) => return tracing::debug!("TLS handshake timed out"),
                         };
                     let h2 = stream.get_ref().1.alpn_protocol() == Some(b"h2");
-                    connection.serve(TokioIo::new(stream), h2).await
+                    let sending = stream.get_ref().0.sending();
+                    connection.serve(TokioIo::new(stream), h2, sending).await
                 }
             };
             if let Err(e) = served {
@@ -168,17 +167,28 @@ impl Connection {
     /// Serve `io` in HTTP/2 or HTTP/1.1 until it ends. An HTTP/2
     /// connection also ends once it has carried no request for `idle` (as
     /// hyper closes an HTTP/1.1 connection that sends no request head in
-    /// time), or once its client stops taking a response (as `Stalling`
+    /// time), or once its client stops taking a response (as `ClientSocket`
     /// closes an HTTP/1.1 connection).
-    async fn serve<I>(self, io: I, h2: bool) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
+    async fn serve<I>(
+        self,
+        io: I,
+        h2: bool,
+        sending: ClientSending,
+    ) -> Result<(), Box<dyn std::error::Error + Send + Sync>>
     where
         I: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
     {
         if !h2 {
-            let service = TowerToHyperService::new(self.app);
+            let service = TowerToHyperService::new(NotingUnread {
+                app: self.app,
+                sending,
+            });
             let served = self.builders.0.serve_connection(io, service).into_owned();
             return self.watcher.watch(served).await;
         }
+        // Window updates and pings keep coming until the client has read
+        // the last frame.
+        sending.set(true);
         let activity = idle::Activity::new();
         let service = TowerToHyperService::new(idle::Tracked {
             app: self.app,
@@ -273,93 +283,4 @@ async fn shutdown_signal() {
     #[cfg(not(unix))]
     let term = std::future::pending::<()>();
     tokio::select! { _ = ctrl_c => {}, _ = term => {} }
-}
-
-/// A connection whose writes fail once the peer has not taken a byte for
-/// `timeout`: a client that stops reading a large answer would otherwise
-/// hold its concurrency slot and its buffered slabs for as long as it likes.
-struct Stalling<T> {
-    inner: T,
-    timeout: Duration,
-    /// Set while a write waits for the peer.
-    stalled: Option<Pin<Box<tokio::time::Sleep>>>,
-}
-
-impl<T> Stalling<T> {
-    fn new(inner: T, timeout: Duration) -> Self {
-        Stalling {
-            inner,
-            timeout,
-            stalled: None,
-        }
-    }
-
-    /// After a write that could not proceed: an error once it has waited too long.
-    fn waited<R>(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<R>> {
-        let timeout = self.timeout;
-        let sleep = self
-            .stalled
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
-        match sleep.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "the client stopped reading the response",
-            ))),
-            Poll::Pending => Poll::Pending,
-        }
-    }
-
-    fn progressed<R>(&mut self, result: io::Result<R>) -> Poll<io::Result<R>> {
-        self.stalled = None;
-        Poll::Ready(result)
-    }
-}
-
-impl<T: AsyncRead + Unpin> AsyncRead for Stalling<T> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_read(cx, buf)
-    }
-}
-
-impl<T: AsyncWrite + Unpin> AsyncWrite for Stalling<T> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        match Pin::new(&mut self.inner).poll_write(cx, buf) {
-            Poll::Ready(r) => self.progressed(r),
-            Poll::Pending => self.waited(cx),
-        }
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        match Pin::new(&mut self.inner).poll_write_vectored(cx, bufs) {
-            Poll::Ready(r) => self.progressed(r),
-            Poll::Pending => self.waited(cx),
-        }
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match Pin::new(&mut self.inner).poll_flush(cx) {
-            Poll::Ready(r) => self.progressed(r),
-            Poll::Pending => self.waited(cx),
-        }
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
 }

@@ -143,7 +143,7 @@ class H2Client:
     """An HTTP/2 client over a raw socket that reads frames but, unless told
     to, grants no flow-control window: a client that stops taking data."""
 
-    def __init__(self, url, window):
+    def __init__(self, url, window, connection_window=None):
         import h2.config
         import h2.connection
         import h2.settings
@@ -154,6 +154,9 @@ class H2Client:
         self.conn = h2.connection.H2Connection(config=h2.config.H2Configuration(client_side=True))
         self.conn.initiate_connection()
         self.conn.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: window})
+        if connection_window:
+            # The connection's own window starts at 64 KiB whatever the settings say.
+            self.conn.increment_flow_control_window(connection_window - 65535)
         self.sock.sendall(self.conn.data_to_send())
         self.events = []
         self.closed = False
@@ -168,12 +171,14 @@ class H2Client:
         self.sock.sendall(self.conn.data_to_send())
         return stream
 
-    def pump(self, seconds, every=None):
-        """Read frames for `seconds`, answering pings and settings only;
-        with `every`, also send a request each `every` seconds and grant
-        it the window to be answered (a client keeping its connection
-        busy while other streams stay stalled)."""
+    def pump(self, seconds, every=None, limit=None):
+        """Read frames for `seconds` (or until `limit` bytes have come),
+        answering pings and settings only; with `every`, also send a
+        request each `every` seconds and grant it the window to be answered
+        (a client keeping its connection busy while other streams stay
+        stalled)."""
         end = time.monotonic() + seconds
+        received = 0
         due = time.monotonic()
         while time.monotonic() < end and not self.closed:
             if every is not None and time.monotonic() >= due:
@@ -196,6 +201,9 @@ class H2Client:
             out = self.conn.data_to_send()
             if out:
                 self.sock.sendall(out)
+            received += len(data)
+            if limit is not None and received >= limit:
+                break
 
     def receive(self, data):
         """Frames, one at a time: the h2 library takes nothing after a
@@ -229,14 +237,18 @@ class H2Client:
                 self.events.append(e)
                 self.terminated |= isinstance(e, h2.events.ConnectionTerminated)
 
-    def read_slowly(self, path, rate, seconds):
+    def read_slowly(self, path, rate, seconds, read_rate=None):
         """Fetch `path`, granting window back at `rate` bytes a second, as
-        a client on a slow link; returns (bytes received, whether the
-        stream ended)."""
+        a client on a slow link, and with `read_rate` also taking bytes
+        off the socket no faster than that; returns (bytes received,
+        whether the stream ended)."""
         import h2.events
         stream, got, owed, start = self.get(path), 0, 0, time.monotonic()
         while time.monotonic() - start < seconds and not self.closed:
-            self.pump(0.01)
+            if read_rate and got > read_rate * (time.monotonic() - start):
+                time.sleep(0.005)
+                continue
+            self.pump(0.01, limit=65536 if read_rate else None)
             for e in self.events:
                 if isinstance(e, h2.events.DataReceived) and e.stream_id == stream:
                     got += len(e.data)
@@ -345,6 +357,30 @@ def test_shutdown_closes_http2_connections_with_goaway_and_finishes_their_answer
         assert proc.wait(timeout=20) == 0
         idle.close()
         slow.close()
+    finally:
+        stop(proc)
+
+
+def test_shutdown_does_not_cut_off_a_client_still_granting_window(tmp_path):
+    # A client with a large window has most of an answer in flight when
+    # the server finishes sending it, and keeps granting window as it
+    # reads. Closing the socket at that point, with its window updates
+    # unread, resets the connection and throws away what the client has
+    # not read yet; the server lingers until the client's FIN instead.
+    import threading
+    blob = os.urandom(8 << 20)
+    (tmp_path / "blob").write_bytes(blob)
+    url, proc = start_zarrd(str(tmp_path), "--shutdown-timeout", "60")
+    try:
+        client, result = H2Client(url, window=32 << 20, connection_window=32 << 20), []
+        reader = threading.Thread(target=lambda: result.append(client.read_slowly("/zarr/blob", 64 << 20, 20, read_rate=4 << 20)))
+        reader.start()
+        time.sleep(0.3)
+        proc.terminate()
+        reader.join()
+        assert result == [(len(blob), True)]
+        client.close()
+        assert proc.wait(timeout=20) == 0
     finally:
         stop(proc)
 
