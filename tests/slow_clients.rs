@@ -216,3 +216,55 @@ fn refused_uploads_are_answered_not_reset() {
         assert!(body.contains(r#""error""#), "{body}");
     }
 }
+
+#[test]
+fn a_client_still_sending_after_a_refusal_does_not_hold_up_shutdown() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = start(&[
+        dir.path().to_str().unwrap(),
+        "--allow-anonymous-writes",
+        "--max-body-size",
+        "1MiB",
+        "--shutdown-timeout",
+        "120",
+    ]);
+    let mut s = TcpStream::connect(&server.addr).unwrap();
+    write!(
+        s,
+        "PUT /zarr/a/0.0 HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
+        64 << 20
+    )
+    .unwrap();
+    let mut line = String::new();
+    BufReader::new(s.try_clone().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.contains("413"), "{line}");
+    // A byte every 100 ms: never quiet long enough for the linger to end.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let sender = {
+        let stop = stop.clone();
+        std::thread::spawn(move || {
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && s.write_all(b"x").is_ok() {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    // SAFETY: signalling a child process this test started.
+    unsafe { libc::kill(server.child.id() as i32, libc::SIGTERM) };
+    let signalled = Instant::now();
+    let exit = loop {
+        if let Some(exit) = server.child.try_wait().unwrap() {
+            break exit;
+        }
+        assert!(
+            signalled.elapsed() < Duration::from_secs(20),
+            "a lingering connection held up shutdown toward --shutdown-timeout"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(exit.success(), "zarrd exits cleanly on SIGTERM: {exit:?}");
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    sender.join().unwrap();
+}

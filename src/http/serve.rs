@@ -95,6 +95,7 @@ pub async fn serve(state: AppState) -> std::io::Result<()> {
         let (builders, watcher, tls) = (builders.clone(), graceful.watcher(), tls.clone());
         let (shutdown, h2_open) = (shutdown.clone(), h2_open.clone());
         tokio::spawn(async move {
+            let socket_shutdown = shutdown.clone();
             let connection = Connection {
                 app,
                 builders,
@@ -108,12 +109,12 @@ pub async fn serve(state: AppState) -> std::io::Result<()> {
                     let Some(h2) = cleartext_h2(&stream, header_timeout).await else {
                         return;
                     };
-                    let io = ClientSocket::new(stream, send_timeout);
+                    let io = ClientSocket::new(stream, send_timeout, socket_shutdown);
                     let sending = io.sending();
                     connection.serve(TokioIo::new(io), h2, sending).await
                 }
                 Some(acceptor) => {
-                    let io = ClientSocket::new(stream, send_timeout);
+                    let io = ClientSocket::new(stream, send_timeout, socket_shutdown);
                     let stream =
                         match tokio::time::timeout(header_timeout, acceptor.accept(io)).await {
                             Ok(Ok(stream)) => stream,

@@ -16,7 +16,8 @@
 //!
 //! So closing sends FIN first and then reads and discards what comes. It
 //! stops at the client's own FIN, after [`QUIET`] with nothing arriving, or
-//! after [`LINGER`] in all. Only connections whose client may still be
+//! after [`LINGER`] in all ([`AT_SHUTDOWN`] once the server is shutting
+//! down, so a client that keeps sending cannot hold up its exit). Only connections whose client may still be
 //! sending linger: HTTP/2 ones, HTTP/1.1 ones whose last request body was
 //! left unread ([`NotingUnread`]), and any with bytes already waiting. An
 //! idle HTTP/1.1 keep-alive connection is closed at once.
@@ -33,6 +34,7 @@ use std::time::Duration;
 use axum::body::Body;
 use axum::extract::Request;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::watch;
 use tokio::time::{Instant, Sleep};
 use tower::Service;
 
@@ -40,6 +42,9 @@ use tower::Service;
 pub const QUIET: Duration = Duration::from_secs(1);
 /// How long a closing connection reads at most, however steadily its client sends.
 pub const LINGER: Duration = Duration::from_secs(30);
+/// How much longer a closing connection reads once the server shuts down:
+/// enough for a client to read what is already on its way to it.
+pub const AT_SHUTDOWN: Duration = Duration::from_secs(5);
 
 /// A client's connection: see the module's documentation.
 pub struct ClientSocket<T> {
@@ -51,6 +56,8 @@ pub struct ClientSocket<T> {
     /// Whether closing waits for the client's next bytes even when none
     /// have come yet.
     sending: ClientSending,
+    /// Turns true when the server begins to shut down.
+    shutdown: watch::Receiver<bool>,
     closing: Closing,
 }
 
@@ -62,17 +69,20 @@ enum Closing {
         lingering: bool,
         quiet: Pin<Box<Sleep>>,
         until: Instant,
+        /// `until` has been brought forward for the server's shutdown.
+        cut: bool,
     },
     Closed,
 }
 
 impl<T> ClientSocket<T> {
-    pub fn new(inner: T, stall_timeout: Duration) -> Self {
+    pub fn new(inner: T, stall_timeout: Duration, shutdown: watch::Receiver<bool>) -> Self {
         ClientSocket {
             inner,
             stall_timeout,
             stalled: None,
             sending: ClientSending::default(),
+            shutdown,
             closing: Closing::Open,
         }
     }
@@ -112,12 +122,19 @@ impl<T: AsyncRead + Unpin> ClientSocket<T> {
             lingering,
             quiet,
             until,
+            cut,
         } = &mut self.closing
         else {
             return Poll::Ready(());
         };
         let mut scratch = [MaybeUninit::<u8>::uninit(); 8192];
         loop {
+            // Looked at whenever bytes come: only a client that keeps
+            // sending keeps the socket past `QUIET`.
+            if !*cut && *self.shutdown.borrow() {
+                *until = (*until).min(Instant::now() + AT_SHUTDOWN);
+                *cut = true;
+            }
             let mut buf = ReadBuf::uninit(&mut scratch);
             match Pin::new(&mut self.inner).poll_read(cx, &mut buf) {
                 Poll::Ready(Ok(())) if !buf.filled().is_empty() => {
@@ -202,6 +219,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for ClientSocket<T> {
                 lingering: this.sending.0.load(Ordering::Acquire),
                 quiet: Box::pin(tokio::time::sleep_until(now + QUIET)),
                 until: now + LINGER,
+                cut: false,
             };
         }
         ready!(this.poll_drain(cx));
@@ -250,8 +268,13 @@ where
     fn call(&mut self, request: Request<B>) -> Self::Future {
         self.sending.set(false);
         let sending = self.sending.clone();
-        self.app
-            .call(request.map(|body| Body::new(Noted { body, sending })))
+        self.app.call(request.map(|body| {
+            Body::new(Noted {
+                body,
+                sending,
+                ended: false,
+            })
+        }))
     }
 }
 
@@ -260,11 +283,14 @@ where
 struct Noted<B: http_body::Body> {
     body: B,
     sending: ClientSending,
+    /// Its last frame has been read: a chunked body does not say so
+    /// through `is_end_stream`.
+    ended: bool,
 }
 
 impl<B: http_body::Body> Drop for Noted<B> {
     fn drop(&mut self) {
-        if !self.body.is_end_stream() {
+        if !self.ended && !self.body.is_end_stream() {
             self.sending.set(true);
         }
     }
@@ -278,7 +304,15 @@ impl<B: http_body::Body + Unpin> http_body::Body for Noted<B> {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<B::Data>, B::Error>>> {
-        Pin::new(&mut self.body).poll_frame(cx)
+        let frame = ready!(Pin::new(&mut self.body).poll_frame(cx));
+        match &frame {
+            None => self.ended = true,
+            Some(Ok(frame)) if frame.is_trailers() => self.ended = true,
+            // After an error nothing more is read from the client anyway.
+            Some(Err(_)) => self.ended = true,
+            Some(Ok(_)) => {}
+        }
+        Poll::Ready(frame)
     }
 
     fn is_end_stream(&self) -> bool {
@@ -287,5 +321,59 @@ impl<B: http_body::Body + Unpin> http_body::Body for Noted<B> {
 
     fn size_hint(&self) -> http_body::SizeHint {
         self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A body of `left` one-byte frames that, like a chunked request body,
+    /// does not tell its end before its last frame has been asked for.
+    struct Chunked {
+        left: usize,
+    }
+
+    impl http_body::Body for Chunked {
+        type Data = axum::body::Bytes;
+        type Error = std::convert::Infallible;
+
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+            if self.left == 0 {
+                return Poll::Ready(None);
+            }
+            self.left -= 1;
+            Poll::Ready(Some(Ok(http_body::Frame::data(
+                axum::body::Bytes::from_static(b"x"),
+            ))))
+        }
+    }
+
+    #[tokio::test]
+    async fn bodies_dropped_before_their_end_are_noted() {
+        let sending = ClientSending::default();
+        let noted = |left| Noted {
+            body: Chunked { left },
+            sending: sending.clone(),
+            ended: false,
+        };
+        let unread = || sending.0.load(Ordering::Acquire);
+        let read = axum::body::to_bytes(Body::new(noted(3)), usize::MAX)
+            .await
+            .unwrap();
+        assert_eq!(&read[..], b"xxx");
+        assert!(!unread(), "a body read to its end");
+
+        let mut partly = noted(3);
+        std::future::poll_fn(|cx| http_body::Body::poll_frame(Pin::new(&mut partly), cx)).await;
+        drop(partly);
+        assert!(unread(), "a body left after one frame");
+
+        sending.set(false);
+        drop(noted(0));
+        assert!(unread(), "a chunked body never asked for a frame");
     }
 }
