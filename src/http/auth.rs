@@ -81,7 +81,11 @@ where
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    let resource = route.resource_of(path, request.uri().query());
+    let resource = route.resource_of(
+        routes::method_name(request.method()),
+        path,
+        request.uri().query(),
+    );
     // S3 clients sign their requests (SigV4) instead of sending a token.
     // Only on /s3, so other requests do not gather their headers for it.
     let s3 = path == "/s3" || path.starts_with("/s3/");

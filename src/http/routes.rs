@@ -31,7 +31,8 @@ pub enum Resource {
     /// The `{key}` of an object in a bucket (`/s3/{bucket}/{key}`).
     Object,
     /// The `prefix` query parameter of a bucket listing: a listing shows
-    /// only keys that start with it.
+    /// only keys that start with it. A HEAD of the bucket (HeadBucket)
+    /// tells only that it exists, as ListBuckets does: no store path.
     ListPrefix,
     /// The viewer's page and files: the same bytes whatever the path names,
     /// no store data in them (the page reads data through the API, with the
@@ -217,7 +218,13 @@ impl Route {
 
     /// The store path a request (its path and query) is about, decoded as
     /// the handler sees it.
-    pub fn resource_of(&self, request_path: &str, query: Option<&str>) -> Option<String> {
+    /// `method` as [`method_name`] names it.
+    pub fn resource_of(
+        &self,
+        method: &str,
+        request_path: &str,
+        query: Option<&str>,
+    ) -> Option<String> {
         let param = || {
             let prefix = &self.path[..self.path.find('{').unwrap_or(self.path.len())];
             let rest = request_path.strip_prefix(prefix)?;
@@ -233,6 +240,7 @@ impl Route {
             // The deepest folder holding every key the prefix matches:
             // `era5/t` lists `era5/t2m/...` too, so it is about `era5`, and
             // `era5` lists `era5.bak/...`, so it is about the root.
+            Resource::ListPrefix if method == "head" => None,
             Resource::ListPrefix => {
                 let prefix = url::form_urlencoded::parse(query.unwrap_or("").as_bytes())
                     .find(|(k, _)| k == "prefix")
@@ -310,36 +318,40 @@ mod tests {
     fn resources_are_decoded_store_paths() {
         let data = matched("/api/v1/data/{*path}").unwrap();
         assert_eq!(
-            data.resource_of("/api/v1/data/a%20b/", None).as_deref(),
+            data.resource_of("get", "/api/v1/data/a%20b/", None)
+                .as_deref(),
             Some("a b")
         );
         let raw = matched("/zarr/{*key}").unwrap();
         assert_eq!(
-            raw.resource_of("/zarr/era5/t/c/0", None).as_deref(),
+            raw.resource_of("get", "/zarr/era5/t/c/0", None).as_deref(),
             Some("era5/t/c/0")
         );
         assert_eq!(
             matched("/zarr/")
                 .unwrap()
-                .resource_of("/zarr/", None)
+                .resource_of("get", "/zarr/", None)
                 .as_deref(),
             Some("")
         );
         assert_eq!(
             matched("/api/v1/stats")
                 .unwrap()
-                .resource_of("/api/v1/stats", None),
+                .resource_of("get", "/api/v1/stats", None),
             None
         );
         let object = matched("/s3/{bucket}/{*key}").unwrap();
         assert_eq!(
-            object.resource_of("/s3/zarr/era5/t%2Fc/0", None).as_deref(),
+            object
+                .resource_of("get", "/s3/zarr/era5/t%2Fc/0", None)
+                .as_deref(),
             Some("era5/t/c/0")
         );
         let listing = matched("/s3/{bucket}").unwrap();
         assert_eq!(
             listing
                 .resource_of(
+                    "get",
                     "/s3/zarr",
                     Some("list-type=2&prefix=era5%2Ft%2F&delimiter=/")
                 )
@@ -349,16 +361,21 @@ mod tests {
         for (prefix, about) in [("era5%2Ft2", "era5"), ("era5", ""), ("era5%2F", "era5")] {
             assert_eq!(
                 listing
-                    .resource_of("/s3/zarr", Some(&format!("prefix={prefix}")))
+                    .resource_of("get", "/s3/zarr", Some(&format!("prefix={prefix}")))
                     .as_deref(),
                 Some(about),
                 "{prefix}: a listing is about the folder holding all it may list"
             );
         }
         assert_eq!(
-            listing.resource_of("/s3/zarr", None).as_deref(),
+            listing.resource_of("get", "/s3/zarr", None).as_deref(),
             Some(""),
             "a listing without a prefix is about the whole store"
+        );
+        assert_eq!(
+            listing.resource_of("head", "/s3/zarr", None),
+            None,
+            "HeadBucket tells only that the bucket exists"
         );
         assert_eq!(
             data.access("post"),

@@ -276,6 +276,17 @@ def test_a_prefix_limited_token_lists_and_reads_only_below_its_prefix(signed_ser
     req = urllib.request.Request(f"{signed_server}/s3/", headers={"Authorization": f"Bearer {LIMITED}"})
     with urllib.request.urlopen(req) as r:
         assert [b.text for b in ET.fromstring(r.read()).findall("s3:Buckets/s3:Bucket/s3:Name", NS)] == ["zarr"]
+    # And so may it ask whether the bucket exists (HeadBucket), which tools
+    # such as pyarrow's S3 file system do before reading.
+    req = urllib.request.Request(f"{signed_server}/s3/zarr", method="HEAD",
+                                 headers={"Authorization": f"Bearer {LIMITED}"})
+    with urllib.request.urlopen(req) as r:
+        assert r.status == 200
+    req = urllib.request.Request(f"{signed_server}/s3/other", method="HEAD",
+                                 headers={"Authorization": f"Bearer {LIMITED}"})
+    with pytest.raises(urllib.error.HTTPError) as e:
+        urllib.request.urlopen(req)
+    assert e.value.code == 404
     req = urllib.request.Request(f"{signed_server}/s3/zarr?list-type=2&prefix=v2.zarr/&delimiter=/",
                                  headers={"Authorization": f"Bearer {LIMITED}"})
     with urllib.request.urlopen(req) as r:
