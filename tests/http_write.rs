@@ -1080,24 +1080,62 @@ async fn elements_a_type_cannot_hold_are_refused() {
 /// longer than a key's segment can be: refused when it is created, not at
 /// its first write. Joined by '/', each index is a segment of its own.
 #[tokio::test]
-async fn an_array_whose_chunk_keys_no_store_can_hold_is_refused_at_creation() {
+async fn arrays_of_more_dimensions_than_numpy_holds_are_refused() {
     let app = app(writable());
-    let spec = |separator: &str| {
-        json!({"node_type": "array", "shape": vec![1; 130], "chunks": vec![1; 130], "dtype": "uint8",
-               "zarr_format": 2, "chunk_key_separator": separator})
+    let spec = |ndim: usize| {
+        json!({"node_type": "array", "shape": vec![1; ndim], "chunks": vec![1; ndim], "dtype": "uint8",
+               "zarr_format": 2})
     };
-    let (s, r) = json_of(&app, Method::PUT, "/api/v1/meta/wide", spec(".")).await;
+    let (s, r) = json_of(&app, Method::PUT, "/api/v1/meta/wide", spec(65)).await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{r}");
-    assert!(r.to_string().contains("259 bytes"), "{r}");
-    let (s, r) = json_of(&app, Method::PUT, "/api/v1/meta/wide", spec("/")).await;
+    assert!(r.to_string().contains("65 dimensions"), "{r}");
+    // At the limit, JSON data nests 64 deep both ways.
+    let (s, r) = json_of(&app, Method::PUT, "/api/v1/meta/wide", spec(64)).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");
-    let (s, _, b) = call(
+    let nested = (0..64).fold(json!(7), |inner, _| json!([inner]));
+    let (s, r) = json_of(
         &app,
         Method::PUT,
         "/api/v1/data/wide",
-        &[("content-type", "application/octet-stream")],
-        vec![7u8],
+        json!({ "data": nested }),
     )
     .await;
-    assert!(s.is_success(), "{}", String::from_utf8_lossy(&b));
+    assert!(s.is_success(), "{r}");
+    let (s, r) = json_of(
+        &app,
+        Method::GET,
+        "/api/v1/data/wide?format=json",
+        Value::Null,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert!(r.to_string().contains(&nested.to_string()), "{r}");
+}
+
+#[tokio::test]
+async fn a_stored_array_of_too_many_dimensions_is_an_error_not_a_crash() {
+    // Written by hand (or by another tool): reading it as JSON recursed
+    // once per dimension, and 10,000 of them overflowed the stack.
+    let dir = tempfile::tempdir().unwrap();
+    let ndim = 10_000;
+    let mut shape = vec![1; ndim - 1];
+    shape.push(0);
+    let meta = json!({"zarr_format": 2, "shape": shape, "chunks": vec![1; ndim], "dtype": "|u1",
+                      "compressor": null, "filters": null, "fill_value": 0, "order": "C"});
+    std::fs::create_dir(dir.path().join("deep")).unwrap();
+    std::fs::write(dir.path().join("deep/.zarray"), meta.to_string()).unwrap();
+    let app = router(AppState::new(
+        Store::local(dir.path()).unwrap(),
+        Config::default(),
+    ));
+    let (s, r) = json_of(
+        &app,
+        Method::GET,
+        "/api/v1/data/deep?format=json",
+        Value::Null,
+    )
+    .await;
+    assert_eq!(s, StatusCode::INTERNAL_SERVER_ERROR, "{r}");
+    assert_eq!(r["error"]["code"], "invalid_metadata", "{r}");
+    assert!(r.to_string().contains("10000 dimensions"), "{r}");
 }

@@ -589,20 +589,6 @@ impl Hierarchy {
             dimension_names: spec.dimension_names.clone(),
         };
         meta.validate("the new array")?;
-        // Keys allow 255 bytes a segment (what file systems allow a name):
-        // a v2 array of ~130 dimensions joined by '.' has longer chunk keys,
-        // and only its first write would have said so.
-        let last: Vec<u64> = (meta.shape.iter().zip(&meta.chunk_shape))
-            .map(|(&n, &c)| n.div_ceil(c).saturating_sub(1))
-            .collect();
-        let key = meta.chunk_key_encoding.encode(&last);
-        if let Some(longest) = key.split('/').map(str::len).max().filter(|&n| n > 255) {
-            return Err(ZarrError::Data(format!(
-                "the array's chunk keys would hold {longest} bytes in one path segment, \
-                 over the 255 a key allows; separate their indices with '/' \
-                 (chunk_key_separator)"
-            )));
-        }
         if spec.zarr_format == 3 && spec.order == Order::F {
             return Err(ZarrError::Data(
                 "order F is a v2 option; use a transpose codec in v3".into(),

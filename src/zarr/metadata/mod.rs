@@ -51,6 +51,14 @@ pub const DOCUMENT_NAMES: [&str; 7] = [
     "attrs",
 ];
 
+/// The most dimensions an array may have: numpy's own limit (numpy 2's
+/// `NPY_MAXDIMS`; TensorStore's is 32), so every array served is one a
+/// numpy client can hold. It also bounds how deeply JSON data nests, in
+/// requests and answers, and so the recursion that reads and writes it;
+/// and it keeps chunk keys short (64 indices joined by `.` whose shape's
+/// product fits 2^63 stay far under the 255 bytes a key segment allows).
+pub const MAX_DIMENSIONS: usize = 64;
+
 /// The largest decoded chunk (or shard) zarrd will hold in memory.
 pub const MAX_CHUNK_BYTES: u64 = 1 << 31;
 
@@ -112,6 +120,16 @@ impl ArrayMetadata {
 
     /// Validate the relations between fields; `key` names the document.
     pub fn validate(&self, key: &str) -> Result<()> {
+        if self.shape.len() > MAX_DIMENSIONS {
+            return Err(ZarrError::metadata(
+                key,
+                format!(
+                    "the array has {} dimensions; zarrd serves arrays of at most \
+                     {MAX_DIMENSIONS} (numpy's limit)",
+                    self.shape.len()
+                ),
+            ));
+        }
         // Every size computed from the shape downstream fits once this does.
         // Selections index with signed numbers (negative counts from the
         // end), so no dimension may be longer than they reach, even in an
