@@ -1139,3 +1139,42 @@ async fn a_stored_array_of_too_many_dimensions_is_an_error_not_a_crash() {
     assert_eq!(r["error"]["code"], "invalid_metadata", "{r}");
     assert!(r.to_string().contains("10000 dimensions"), "{r}");
 }
+
+#[tokio::test]
+async fn json_answers_are_held_to_the_limit_by_their_text() {
+    // 2^18 booleans pass the estimate of a 1 MiB limit (four bytes of text
+    // an element), but `false,` is six.
+    let app = app(Config {
+        json_limit: 1 << 20,
+        ..writable()
+    });
+    let (s, r) = json_of(
+        &app,
+        Method::PUT,
+        "/api/v1/meta/flags",
+        json!({"node_type": "array", "shape": [512, 512], "chunks": [256, 256], "dtype": "bool"}),
+    )
+    .await;
+    assert_eq!(s, StatusCode::CREATED, "{r}");
+    let (s, r) = json_of(
+        &app,
+        Method::GET,
+        "/api/v1/data/flags?format=json",
+        Value::Null,
+    )
+    .await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE, "{r}");
+    assert_eq!(r["error"]["code"], "too_large", "{r}");
+    let (s, r) = json_of(
+        &app,
+        Method::GET,
+        "/api/v1/data/flags?format=json&select=0:2,0:3",
+        Value::Null,
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK, "{r}");
+    assert_eq!(
+        r,
+        json!({"shape": [2, 3], "dtype": "bool", "data": [[false, false, false], [false, false, false]]})
+    );
+}

@@ -98,10 +98,17 @@ impl Service {
     ) -> Result<Data> {
         // All of one answer from one commit of a versioned store.
         let array = self.array(&self.store.pin(path).await?).await?;
-        let resolved = request.selection.resolve(array.shape())?;
+        let ReadRequest {
+            selection,
+            field,
+            fixed_size_only,
+        } = request;
+        let resolved = selection.resolve(array.shape())?;
+        // A point list's coordinates are resolved now: not held while reading.
+        drop(selection);
         let array_dtype = array.metadata().dtype.clone();
         let mut shape = resolved.shape();
-        let dtype = match &request.field {
+        let dtype = match &field {
             None => array_dtype.clone(),
             Some(name) => {
                 let field = array_dtype.select_field(name)?;
@@ -109,7 +116,7 @@ impl Service {
                 field.dtype.clone()
             }
         };
-        if request.fixed_size_only && dtype.size().is_none() {
+        if fixed_size_only && dtype.size().is_none() {
             return Err(ServiceError::new(
                 super::ErrorKind::NotAcceptable,
                 "not_acceptable",
@@ -137,7 +144,6 @@ impl Service {
                 "the selection has {count} elements (about {estimate} bytes as asked), over the {limit}-byte limit; select a smaller region, fewer points, one field, or use format=npy"
             )));
         }
-        let field = request.field;
         let fill = field.is_none().then(|| array.chunk_repr().fill.0.clone());
         let content = match (residence, elem) {
             (_, None) => Content::Whole(ArrayBytes::Variable(

@@ -1,7 +1,12 @@
 //! JSON: `{"shape", "dtype", "data"}` with nested lists; built whole in
-//! memory, so held to the in-memory limit.
+//! memory, so held to the in-memory limit: on an estimate before the read,
+//! and on the text itself as it is written (`false,` is six bytes of one).
+//! The text is written straight from the values; a tree of `Value`s first
+//! cost some 170 bytes an element.
 
-use axum::response::{IntoResponse, Response};
+use axum::body::Body;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::Response;
 use base64::Engine;
 use serde_json::{json, Map, Value};
 
@@ -32,8 +37,53 @@ impl Output for Json {
                 "JSON output was handed streamed data",
             ));
         };
-        let body = json!({"shape": data.shape, "dtype": data.dtype.name(), "data": json_data(values, &data.dtype, &data.shape)});
-        Ok(axum::Json(body).into_response())
+        let mut text = Text {
+            out: Vec::new(),
+            limit: data.limit,
+        };
+        text.out.extend_from_slice(b"{\"shape\":");
+        text.put(&json!(data.shape))?;
+        text.out.extend_from_slice(b",\"dtype\":");
+        text.put(&json!(data.dtype.name()))?;
+        text.out.extend_from_slice(b",\"data\":");
+        write_data(&mut text, values, &data.dtype, &data.shape)?;
+        text.out.push(b'}');
+        let mut response = Response::new(Body::from(text.out));
+        response.headers_mut().insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        Ok(response)
+    }
+}
+
+/// A JSON answer being written, and the most bytes it may take.
+struct Text {
+    out: Vec<u8>,
+    limit: u64,
+}
+
+impl Text {
+    fn put(&mut self, value: &Value) -> ApiResult<()> {
+        serde_json::to_writer(&mut self.out, value).map_err(|e| {
+            ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                format!("writing JSON: {e}"),
+            )
+        })?;
+        if self.out.len() as u64 > self.limit {
+            return Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too_large",
+                format!(
+                    "the JSON answer is over the {}-byte limit; select a smaller region, \
+                     fewer points or one field, or use format=npy",
+                    self.limit
+                ),
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -101,6 +151,37 @@ fn nested(dtype: &DataType, bytes: &[u8], shape: &[u64]) -> Value {
     })
 }
 
+/// Nested lists of `shape` written into `text`, whose leaves are
+/// `leaf(linear index)`. Recurses once per dimension, which metadata bounds.
+fn write_nested(
+    text: &mut Text,
+    shape: &[u64],
+    leaf: &mut dyn FnMut(usize) -> Value,
+) -> ApiResult<()> {
+    fn rec(
+        text: &mut Text,
+        shape: &[u64],
+        offset: &mut usize,
+        leaf: &mut dyn FnMut(usize) -> Value,
+    ) -> ApiResult<()> {
+        let Some((&n, rest)) = shape.split_first() else {
+            let value = leaf(*offset);
+            *offset += 1;
+            return text.put(&value);
+        };
+        text.out.push(b'[');
+        for i in 0..n {
+            if i > 0 {
+                text.out.push(b',');
+            }
+            rec(text, rest, offset, leaf)?;
+        }
+        text.out.push(b']');
+        Ok(())
+    }
+    rec(text, shape, &mut 0, leaf)
+}
+
 /// Nested lists of `shape` whose leaves are `leaf(linear index)`.
 fn build(shape: &[u64], leaf: &mut dyn FnMut(usize) -> Value) -> Value {
     fn rec(shape: &[u64], offset: &mut usize, leaf: &mut dyn FnMut(usize) -> Value) -> Value {
@@ -116,11 +197,21 @@ fn build(shape: &[u64], leaf: &mut dyn FnMut(usize) -> Value) -> Value {
     rec(shape, &mut 0, leaf)
 }
 
-/// The whole selection as nested JSON lists.
-pub fn json_data(data: &ArrayBytes, dtype: &DataType, shape: &[u64]) -> Value {
+/// The whole selection as nested JSON lists, written into `text`.
+fn write_data(
+    text: &mut Text,
+    data: &ArrayBytes,
+    dtype: &DataType,
+    shape: &[u64],
+) -> ApiResult<()> {
     match data {
-        ArrayBytes::Fixed(bytes) => nested(dtype, bytes, shape),
-        ArrayBytes::Variable(items) => build(shape, &mut |i| match dtype {
+        ArrayBytes::Fixed(bytes) => {
+            let size = dtype.size().unwrap_or(0);
+            write_nested(text, shape, &mut |i| {
+                element_json(dtype, &bytes[i * size..(i + 1) * size])
+            })
+        }
+        ArrayBytes::Variable(items) => write_nested(text, shape, &mut |i| match dtype {
             DataType::String => json!(String::from_utf8_lossy(&items[i])),
             _ => json!(base64::engine::general_purpose::STANDARD.encode(&items[i])),
         }),
@@ -131,6 +222,15 @@ pub fn json_data(data: &ArrayBytes, dtype: &DataType, shape: &[u64]) -> Value {
 mod tests {
     use super::*;
 
+    fn written(data: &ArrayBytes, dtype: &DataType, shape: &[u64], limit: u64) -> ApiResult<Value> {
+        let mut text = Text {
+            out: Vec::new(),
+            limit,
+        };
+        write_data(&mut text, data, dtype, shape)?;
+        Ok(serde_json::from_slice(&text.out).unwrap())
+    }
+
     #[test]
     fn json_shapes_and_specials() {
         let data = ArrayBytes::Fixed(
@@ -140,9 +240,21 @@ mod tests {
                 .collect(),
         );
         assert_eq!(
-            json_data(&data, &DataType::Float32, &[2, 2]),
+            written(&data, &DataType::Float32, &[2, 2], 1 << 20).unwrap(),
             json!([[1.5, "NaN"], ["Infinity", -0.0]])
         );
+        assert_eq!(
+            written(&data, &DataType::Float32, &[0, 4], 1 << 20).unwrap(),
+            json!([])
+        );
+        let flags = ArrayBytes::Fixed(vec![0; 100]);
+        assert_eq!(
+            written(&flags, &DataType::Bool, &[100], 1 << 20).unwrap(),
+            json!(vec![false; 100])
+        );
+        // The text of 100 one-byte booleans is 601 bytes.
+        let err = written(&flags, &DataType::Bool, &[100], 500).unwrap_err();
+        assert_eq!(err.status, StatusCode::PAYLOAD_TOO_LARGE);
         let payload = 0x7fc0_0001u32.to_le_bytes();
         assert_eq!(element_json(&DataType::Float32, &payload), json!("NaN"));
     }

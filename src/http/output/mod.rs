@@ -15,7 +15,7 @@ use super::error::ApiResult;
 use super::NoCompression;
 use crate::service::{Data, Residence};
 
-pub use json::{element_json, json_data};
+pub use json::element_json;
 pub use npy::fixed_width;
 pub use png::{colormaps, draw, drawable, encode as encode_png, image, Colormap};
 
