@@ -240,6 +240,13 @@ async fn validators_and_heads() {
         get(&app, "/zarr/blob", &[("if-match", &etag)]).await.0,
         StatusCode::OK
     );
+    // If-Match compares strongly: the same tag marked weak does not match.
+    assert_eq!(
+        get(&app, "/zarr/blob", &[("if-match", &format!("W/{etag}"))])
+            .await
+            .0,
+        StatusCode::PRECONDITION_FAILED
+    );
     let future = httpdate::fmt_http_date(
         std::time::SystemTime::now() + std::time::Duration::from_secs(3600),
     );

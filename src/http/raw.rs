@@ -79,7 +79,8 @@ pub(super) use crate::store::etags_match;
 
 fn evaluate(headers: &HeaderMap, meta: &KeyMeta) -> Verdict {
     let matches = |tags: &[String]| etags_match(tags, bare_etag(meta));
-    if let Some(tags) = request_etags(headers, header::IF_MATCH) {
+    // If-Match compares strongly: a weak tag never matches (§13.1.1).
+    if let Some(tags) = strong_etags(headers, header::IF_MATCH) {
         if !matches(&tags) {
             return Verdict::PreconditionFailed;
         }
