@@ -317,6 +317,20 @@ async fn metadata_that_would_cost_without_bound_is_refused() {
     let body = json!({"points": points}).to_string();
     let (s, _, _) = call(&app, Method::POST, "/api/v1/data/g", &[], body).await;
     assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
+    // Within that size, a list of more coordinates than one selection may
+    // hold: each costs far more resolved than written.
+    let spec = json!({"node_type": "array", "shape": [4], "chunks": [4], "dtype": "uint8"});
+    let (s, _, _) = call(&app, Method::PUT, "/api/v1/meta/pts", &[], spec.to_string()).await;
+    assert_eq!(s, StatusCode::CREATED);
+    let points: Vec<[u64; 1]> = vec![[0]; (1 << 20) + 1];
+    let body = json!({"points": points}).to_string();
+    let (s, _, b) = call(&app, Method::POST, "/api/v1/data/pts", &[], body).await;
+    let text = String::from_utf8_lossy(&b);
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE, "{text}");
+    assert!(
+        text.contains("too_large") && text.contains("1048577"),
+        "{text}"
+    );
 }
 
 fn scoped(scopes: &[Scope]) -> Config {

@@ -42,6 +42,11 @@ pub enum Selection {
     Points(Vec<Vec<i64>>),
 }
 
+/// The most coordinates one selection may list (points, or the indices of
+/// its lists): each costs some 200 bytes once resolved and grouped by
+/// chunk, and a list is the one part of a request that is not a size.
+pub const MAX_LISTED: usize = 1 << 20;
+
 fn sel_err(msg: impl Into<String>) -> ZarrError {
     ZarrError::Selection(msg.into())
 }
@@ -150,6 +155,22 @@ impl Selection {
 
     /// Resolve against an array shape.
     pub fn resolve(&self, shape: &[u64]) -> Result<Resolved> {
+        let listed = match self {
+            Selection::Points(points) => points.len(),
+            Selection::Orthogonal(dims) => dims
+                .iter()
+                .map(|d| match d {
+                    DimSelector::List(list) => list.len(),
+                    _ => 0,
+                })
+                .sum(),
+        };
+        if listed > MAX_LISTED {
+            return Err(ZarrError::TooLarge(format!(
+                "the selection lists {listed} coordinates; at most {MAX_LISTED} in one request \
+                 (read a large set in several requests, or use slices)"
+            )));
+        }
         match self {
             Selection::Orthogonal(dims) => resolve_orthogonal(dims, shape),
             Selection::Points(points) => resolve_points(points, shape),
@@ -567,6 +588,21 @@ mod tests {
                 .shape(),
             vec![0]
         );
+    }
+
+    #[test]
+    fn lists_past_the_bound_are_too_large() {
+        let points = Selection::Points(vec![vec![0]; MAX_LISTED]);
+        assert!(points.resolve(&[1]).is_ok());
+        let points = Selection::Points(vec![vec![0]; MAX_LISTED + 1]);
+        assert!(matches!(points.resolve(&[1]), Err(ZarrError::TooLarge(_))));
+        // Across the lists of all dimensions.
+        let half = DimSelector::List(vec![0; MAX_LISTED / 2 + 1]);
+        let lists = Selection::Orthogonal(vec![half.clone(), half]);
+        assert!(matches!(
+            lists.resolve(&[1, 1]),
+            Err(ZarrError::TooLarge(_))
+        ));
     }
 
     #[test]
