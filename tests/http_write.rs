@@ -1089,6 +1089,12 @@ async fn arrays_of_more_dimensions_than_numpy_holds_are_refused() {
     let (s, r) = json_of(&app, Method::PUT, "/api/v1/meta/wide", spec(65)).await;
     assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{r}");
     assert!(r.to_string().contains("65 dimensions"), "{r}");
+    // A record's subarray fields count, as numpy counts them.
+    let mut records = spec(60);
+    records["dtype"] = json!([["a", "<u1", [1, 1, 1, 1, 1]]]);
+    let (s, r) = json_of(&app, Method::PUT, "/api/v1/meta/wide", records).await;
+    assert_eq!(s, StatusCode::UNPROCESSABLE_ENTITY, "{r}");
+    assert!(r.to_string().contains("65 dimensions"), "{r}");
     // At the limit, JSON data nests 64 deep both ways.
     let (s, r) = json_of(&app, Method::PUT, "/api/v1/meta/wide", spec(64)).await;
     assert_eq!(s, StatusCode::CREATED, "{r}");

@@ -18,6 +18,7 @@ use crate::store::{node_path, StoreKey};
 use crate::zarr::array::metadata_key;
 use crate::zarr::fill::fill_to_v3_json;
 use crate::zarr::metadata::{CodecSpec, Order};
+use crate::zarr::selection::MAX_LISTED;
 use crate::zarr::{Array, ArrayMetadata, DataType, Endian, NodeMetadata, Selection};
 
 fn path_key(path: &str) -> ApiResult<StoreKey> {
@@ -307,14 +308,22 @@ impl<'de> Deserialize<'de> for Points {
             ) -> Result<Points, A::Error> {
                 let mut points = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 16));
                 let mut bad = None;
-                // One point at a time as a `Value`, so a point that is not
-                // integers is answered as a bad selection, not a bad body.
-                while let Some(point) = seq.next_element::<Value>()? {
-                    if bad.is_none() {
-                        match serde_json::from_value::<Vec<i64>>(point) {
-                            Ok(point) => points.push(point),
-                            Err(e) => bad = Some(e.to_string()),
-                        }
+                loop {
+                    // After a bad point, or one more than a selection may
+                    // list (refused when it is resolved), the rest is only
+                    // read past.
+                    if bad.is_some() || points.len() > MAX_LISTED {
+                        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                        break;
+                    }
+                    // One point at a time as a `Value`, so a point that is
+                    // not integers is a bad selection, not a bad body.
+                    let Some(point) = seq.next_element::<Value>()? else {
+                        break;
+                    };
+                    match serde_json::from_value::<Vec<i64>>(point) {
+                        Ok(point) => points.push(point),
+                        Err(e) => bad = Some(e.to_string()),
                     }
                 }
                 Ok(bad.map_or(Points::List(points), Points::Bad))

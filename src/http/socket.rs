@@ -17,10 +17,11 @@
 //! So closing sends FIN first and then reads and discards what comes. It
 //! stops at the client's own FIN, after [`QUIET`] with nothing arriving, or
 //! after [`LINGER`] in all ([`AT_SHUTDOWN`] once the server is shutting
-//! down, so a client that keeps sending cannot hold up its exit). Only connections whose client may still be
-//! sending linger: HTTP/2 ones, HTTP/1.1 ones whose last request body was
-//! left unread ([`NotingUnread`]), and any with bytes already waiting. An
-//! idle HTTP/1.1 keep-alive connection is closed at once.
+//! down, so a client that keeps sending cannot hold up its exit). Only
+//! connections whose client may still be sending linger: HTTP/2 ones,
+//! HTTP/1.1 ones whose last request body was left unread
+//! ([`NotingUnread`]), and any with bytes already waiting. An idle HTTP/1.1
+//! keep-alive connection is closed at once.
 
 use std::future::Future;
 use std::io;

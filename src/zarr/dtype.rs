@@ -151,6 +151,18 @@ fn bounded(size: Option<usize>, what: &str) -> Result<usize> {
 
 /// A field's size, checked: element size times the subarray's element count.
 fn field_size(dtype: &DataType, shape: &[usize], name: &str) -> Result<usize> {
+    // A subarray is as many lists as its elements, which its bytes bound,
+    // unless it has no bytes: [4e9, 0] would be four billion empty lists.
+    if !shape.is_empty() && dtype.size() == Some(0) {
+        return Err(type_err(format!(
+            "field '{name}' is a subarray of zero-size elements"
+        )));
+    }
+    if shape.len() > 1 && shape.contains(&0) {
+        return Err(type_err(format!(
+            "field '{name}' has shape {shape:?}: a subarray without elements has one dimension"
+        )));
+    }
     let count = shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d));
     bounded(
         count.and_then(|c| c.checked_mul(dtype.size().unwrap_or(0))),
@@ -163,6 +175,19 @@ fn type_err(msg: impl Into<String>) -> ZarrError {
 }
 
 impl DataType {
+    /// The dimensions a record's subarray fields add, at their deepest
+    /// (0 for types other than records).
+    pub fn field_dimensions(&self) -> usize {
+        match self {
+            DataType::Structured(fields) => fields
+                .iter()
+                .map(|f| f.shape.len() + f.dtype.field_dimensions())
+                .max()
+                .unwrap_or(0),
+            _ => 0,
+        }
+    }
+
     /// Bytes per element, `None` for variable-length types.
     pub fn size(&self) -> Option<usize> {
         use DataType::*;
@@ -792,6 +817,22 @@ mod tests {
         ] {
             assert!(parse_typestr(s).is_err(), "{s}");
         }
+    }
+
+    #[test]
+    fn subarray_fields_are_bounded_by_their_bytes() {
+        let parse = |text: &str| DataType::from_v2_json(&serde_json::from_str(text).unwrap());
+        assert!(parse(r#"[["a","|u1",[0]]]"#).is_ok());
+        assert!(
+            parse(r#"[["a","|u1",[5,0]]]"#).is_err(),
+            "lists without elements"
+        );
+        assert!(
+            parse(r#"[["a","|V0",[4000000000]]]"#).is_err(),
+            "zero-size elements"
+        );
+        let (nested, _) = parse(r#"[["a",[["b","|u1",[1,1]]],[1,1,1]]]"#).unwrap();
+        assert_eq!(nested.field_dimensions(), 5);
     }
 
     #[test]

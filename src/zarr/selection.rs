@@ -42,9 +42,9 @@ pub enum Selection {
     Points(Vec<Vec<i64>>),
 }
 
-/// The most coordinates one selection may list (points, or the indices of
-/// its lists): each costs some 200 bytes once resolved and grouped by
-/// chunk, and a list is the one part of a request that is not a size.
+/// The most points, or indices of lists (over all dimensions), one
+/// selection may name: each costs some 200 bytes once resolved and grouped
+/// by chunk, and a list is the one part of a request that is not a size.
 pub const MAX_LISTED: usize = 1 << 20;
 
 fn sel_err(msg: impl Into<String>) -> ZarrError {
@@ -167,7 +167,7 @@ impl Selection {
         };
         if listed > MAX_LISTED {
             return Err(ZarrError::TooLarge(format!(
-                "the selection lists {listed} coordinates; at most {MAX_LISTED} in one request \
+                "the selection lists {listed} points or indices; at most {MAX_LISTED} in one request \
                  (read a large set in several requests, or use slices)"
             )));
         }

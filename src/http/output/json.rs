@@ -72,6 +72,10 @@ impl Text {
                 format!("writing JSON: {e}"),
             )
         })?;
+        self.check()
+    }
+
+    fn check(&self) -> ApiResult<()> {
         if self.out.len() as u64 > self.limit {
             return Err(ApiError::new(
                 StatusCode::PAYLOAD_TOO_LARGE,
@@ -177,7 +181,8 @@ fn write_nested(
             rec(text, rest, offset, leaf)?;
         }
         text.out.push(b']');
-        Ok(())
+        // Lists of no elements are text too: `[[],[],...]`.
+        text.check()
     }
     rec(text, shape, &mut 0, leaf)
 }
@@ -252,6 +257,10 @@ mod tests {
             written(&flags, &DataType::Bool, &[100], 1 << 20).unwrap(),
             json!(vec![false; 100])
         );
+        // Lists of no elements are held to the limit too.
+        let none = ArrayBytes::Fixed(vec![]);
+        let err = written(&none, &DataType::Float32, &[1 << 40, 0], 1000).unwrap_err();
+        assert_eq!(err.status, StatusCode::PAYLOAD_TOO_LARGE);
         // The text of 100 one-byte booleans is 601 bytes.
         let err = written(&flags, &DataType::Bool, &[100], 500).unwrap_err();
         assert_eq!(err.status, StatusCode::PAYLOAD_TOO_LARGE);

@@ -120,13 +120,14 @@ impl ArrayMetadata {
 
     /// Validate the relations between fields; `key` names the document.
     pub fn validate(&self, key: &str) -> Result<()> {
-        if self.shape.len() > MAX_DIMENSIONS {
+        // A record's subarray fields add theirs, as numpy counts them.
+        let ndim = self.shape.len() + self.dtype.field_dimensions();
+        if ndim > MAX_DIMENSIONS {
             return Err(ZarrError::metadata(
                 key,
                 format!(
-                    "the array has {} dimensions; zarrd serves arrays of at most \
-                     {MAX_DIMENSIONS} (numpy's limit)",
-                    self.shape.len()
+                    "the array has {ndim} dimensions (counting its fields' subarrays); \
+                     zarrd serves arrays of at most {MAX_DIMENSIONS} (numpy's limit)"
                 ),
             ));
         }
