@@ -65,6 +65,18 @@ pub struct ConfinedDir {
     root_dir: File,
     /// Files kept open for reads; every write here forgets what it replaces.
     pub(super) open_files: super::open_files::OpenFiles,
+    /// Whether the root's file system answers opens of cached paths and
+    /// `fstat` from memory (see [`ConfinedDir::open_read_at_once`]).
+    in_memory_when_cached: bool,
+}
+
+/// What an attempt to do something without blocking came to.
+#[derive(Debug)]
+pub enum Attempt<T> {
+    Done(T),
+    /// It would have to wait for the disk or the network: do it on the
+    /// blocking pool instead.
+    WouldBlock,
 }
 
 impl std::fmt::Display for ConfinedDir {
@@ -87,11 +99,13 @@ impl ConfinedDir {
             .map_err(std::io::Error::other)?
             .with_automatic_cleanup(true);
         let root_dir = File::open(&root)?;
+        let in_memory_when_cached = local_file_system(&root_dir);
         Ok(ConfinedDir {
             inner,
             root,
             root_dir,
             open_files: Default::default(),
+            in_memory_when_cached,
         })
     }
 
@@ -148,7 +162,7 @@ impl ConfinedDir {
     pub fn open_read(&self, path: &std::path::Path) -> object_store::Result<Option<File>> {
         let escape = || generic(Escape(path.display().to_string()));
         let rel = self.relative(path)?;
-        let opened = match open_beneath(&self.root_dir, rel) {
+        let opened = match open_beneath(&self.root_dir, rel, 0) {
             Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
                 // A kernel without openat2: check, then open the last
                 // component without following it.
@@ -168,6 +182,32 @@ impl ConfinedDir {
             Err(e) if matches!(e.raw_os_error(), Some(libc::ELOOP | libc::EXDEV)) => Err(escape()),
             Err(e) => Err(generic(e)),
         }
+    }
+
+    /// [`ConfinedDir::open_read`] on the calling thread, when the kernel
+    /// can do it without waiting: every directory on the way is in its
+    /// lookup cache (`RESOLVE_CACHED`) and on the root's own file system
+    /// (`RESOLVE_NO_XDEV`), which is a local one. Opening and `fstat` then
+    /// touch only memory; on a network file system either may wait on the
+    /// server, so there every open goes to the pool. Only an open file and a
+    /// missing one are answered here: anything else (not cached, a mount, a
+    /// link, an old kernel) is left to `open_read`, which decides it.
+    pub fn open_read_at_once(
+        &self,
+        path: &std::path::Path,
+    ) -> object_store::Result<Attempt<Option<File>>> {
+        let rel = self.relative(path)?;
+        if !self.in_memory_when_cached {
+            return Ok(Attempt::WouldBlock);
+        }
+        let at_once = libc::RESOLVE_CACHED | libc::RESOLVE_NO_XDEV;
+        Ok(match open_beneath(&self.root_dir, rel, at_once) {
+            Ok(f) => Attempt::Done(Some(f)),
+            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
+                Attempt::Done(None)
+            }
+            Err(_) => Attempt::WouldBlock,
+        })
     }
 
     /// The file at `location` was (or is being) written or deleted.
@@ -572,9 +612,9 @@ fn upload_name(name: &str) -> bool {
 
 /// `openat2(root, rel, O_RDONLY, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`:
 /// the kernel refuses any symbolic link on the way (ELOOP) and any step out
-/// of `root` (EXDEV), atomically with the open.
+/// of `root` (EXDEV), atomically with the open. `resolve` adds flags.
 #[cfg(target_os = "linux")]
-fn open_beneath(root: &File, rel: &std::path::Path) -> std::io::Result<File> {
+fn open_beneath(root: &File, rel: &std::path::Path, resolve: u64) -> std::io::Result<File> {
     use std::os::fd::{AsRawFd, FromRawFd};
     use std::os::unix::ffi::OsStrExt;
     let name = std::ffi::CString::new(rel.as_os_str().as_bytes())
@@ -582,7 +622,7 @@ fn open_beneath(root: &File, rel: &std::path::Path) -> std::io::Result<File> {
     // SAFETY: open_how is plain data; all-zero is its documented default.
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
     how.flags = (libc::O_RDONLY | libc::O_CLOEXEC) as u64;
-    how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS;
+    how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | resolve;
     // SAFETY: the descriptor and the NUL-terminated name outlive the call,
     // and `how` is a valid open_how of the size passed.
     let fd = unsafe {
@@ -602,6 +642,100 @@ fn open_beneath(root: &File, rel: &std::path::Path) -> std::io::Result<File> {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn open_beneath(_root: &File, _rel: &std::path::Path) -> std::io::Result<File> {
+fn open_beneath(_root: &File, _rel: &std::path::Path, _resolve: u64) -> std::io::Result<File> {
     Err(std::io::Error::from_raw_os_error(libc::ENOSYS))
+}
+
+/// Whether `dir` is on a disk file system of this machine (or in memory),
+/// whose opens and `fstat`s of cached files do not wait; network and
+/// FUSE file systems (and any not known here) are not.
+#[cfg(target_os = "linux")]
+fn local_file_system(dir: &File) -> bool {
+    use std::os::fd::AsRawFd;
+    const LOCAL: [i64; 9] = [
+        0xEF53,      // ext2, ext3, ext4
+        0x5846_5342, // xfs
+        0x9123_683E, // btrfs
+        0x0102_1994, // tmpfs
+        0x8584_58F6, // ramfs
+        0x794C_7630, // overlayfs (container layers over a local disk)
+        0xF2F5_2010, // f2fs
+        0x2FC1_2FC1, // zfs
+        0xCA45_1A4E, // bcachefs
+    ];
+    // SAFETY: fstatfs writes the struct it is given.
+    let mut stat: libc::statfs = unsafe { std::mem::zeroed() };
+    if unsafe { libc::fstatfs(dir.as_raw_fd(), &mut stat) } != 0 {
+        return false;
+    }
+    #[allow(clippy::unnecessary_cast)] // f_type's width differs between targets
+    LOCAL.contains(&(stat.f_type as i64))
+}
+
+#[cfg(not(target_os = "linux"))]
+fn local_file_system(_dir: &File) -> bool {
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+
+    fn read_all(mut f: File) -> String {
+        let mut s = String::new();
+        f.read_to_string(&mut s).unwrap();
+        s
+    }
+
+    #[test]
+    fn opens_at_once_answer_as_the_pool_would_and_follow_no_link() {
+        let outside = tempfile::tempdir().unwrap();
+        std::fs::write(outside.path().join("secret"), "secret").unwrap();
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir(root.path().join("a")).unwrap();
+        std::fs::write(root.path().join("a/v"), "value").unwrap();
+        std::os::unix::fs::symlink(outside.path().join("secret"), root.path().join("link"))
+            .unwrap();
+        std::os::unix::fs::symlink(root.path().join("a"), root.path().join("alias")).unwrap();
+        let dir = ConfinedDir::new(root.path()).unwrap();
+        assert!(
+            dir.in_memory_when_cached,
+            "a temporary directory is on a local file system"
+        );
+        let path = |key: &str| dir.file_path(&Path::from(key)).unwrap();
+
+        // Looked up once (as the pool's open does), then answered at once.
+        assert_eq!(
+            read_all(dir.open_read(&path("a/v")).unwrap().unwrap()),
+            "value"
+        );
+        match dir.open_read_at_once(&path("a/v")).unwrap() {
+            Attempt::Done(Some(f)) => assert_eq!(read_all(f), "value"),
+            other => panic!("a cached file was not opened at once: {other:?}"),
+        }
+        assert!(dir.open_read(&path("a/nothing")).unwrap().is_none());
+        assert!(matches!(
+            dir.open_read_at_once(&path("a/nothing")).unwrap(),
+            Attempt::Done(None)
+        ));
+        // Through a file: missing for the pool, and not opened at once.
+        assert!(dir.open_read(&path("a/v/below")).unwrap().is_none());
+        assert!(!matches!(
+            dir.open_read_at_once(&path("a/v/below")).unwrap(),
+            Attempt::Done(Some(_))
+        ));
+        // Links are never opened at once; the pool's open refuses them.
+        for linked in ["link", "alias/v"] {
+            assert!(dir.open_read(&path(linked)).is_err(), "{linked}");
+            assert!(
+                matches!(
+                    dir.open_read_at_once(&path(linked)).unwrap(),
+                    Attempt::WouldBlock
+                ),
+                "{linked}"
+            );
+        }
+        assert!(dir.open_read_at_once(&root.path().join("a/v#1")).is_err());
+    }
 }

@@ -6,7 +6,11 @@
 //! first block in one trip, and streams the rest 1 MiB at a time; with files
 //! kept open ([`super::open_files`]), raw reads take blocks the page cache
 //! holds without any trip. Reads that load caches or decide writes always
-//! open the file as it is now.
+//! open the file as it is now, and on a local file system do that without
+//! a trip too when the kernel has the path cached
+//! ([`ConfinedDir::open_read_at_once`]): with `--recheck-cached always`,
+//! every read of a cached value opens its file to compare versions, and the
+//! trip cost more than the open.
 //!
 //! Metadata (ETag, size, modification time) is computed exactly as
 //! `LocalFileSystem` computes it, so versions seen here and through
@@ -28,7 +32,7 @@ use futures::StreamExt;
 use object_store::GetRange;
 
 use super::chrono_like::Timestamp;
-use super::confined::ConfinedDir;
+use super::confined::{Attempt, ConfinedDir};
 use super::open_files::read_cached;
 pub(super) use super::open_files::OpenFile;
 use super::{
@@ -37,6 +41,11 @@ use super::{
 
 /// How much one trip to the blocking pool reads.
 const BLOCK: u64 = 1 << 20;
+
+/// Files one call opens on the async thread at most before handing the
+/// rest to the blocking pool: each is a few microseconds, and a read of
+/// many small chunks should not hold the thread other requests need.
+const AT_ONCE_FILES: usize = 16;
 
 /// A file opened for a read: the handle, the range it serves, and the
 /// first block of that range.
@@ -100,8 +109,10 @@ impl LocalReads {
     }
 
     /// Open the file as it is now and read the first `first_block` bytes of
-    /// `range` in the same trip to the blocking pool; the file is kept open
-    /// for later reads when files are kept open.
+    /// `range`: on this thread when the kernel can open it without waiting
+    /// and the page cache holds those bytes, else in one trip to the
+    /// blocking pool. The file is kept open for later reads when files are
+    /// kept open.
     async fn open_now(
         &self,
         key: &StoreKey,
@@ -109,6 +120,18 @@ impl LocalReads {
         first_block: u64,
     ) -> Result<Option<Opened>, StoreError> {
         let path = self.path(key)?;
+        if let Attempt::Done(opened) = open_keeping_at_once(&self.dir, key, &path)? {
+            let Some(opened) = opened else {
+                return Ok(None);
+            };
+            let range = match range {
+                None => 0..opened.meta.size,
+                Some(r) => resolve(key, r, opened.meta.size)?,
+            };
+            let len = (range.end - range.start).min(first_block) as usize;
+            let first = read_block(opened.clone(), range.start, len, key).await?;
+            return Ok(Some((opened, range, first)));
+        }
         let (dir, owned) = (self.dir.clone(), key.clone());
         blocking(key, move || {
             open_read_now(&dir, &owned, &path, range, first_block)
@@ -116,68 +139,119 @@ impl LocalReads {
         .await
     }
 
-    /// Whole values of the first of `keys`, as the files are now, in one
-    /// trip to the blocking pool: a window over many small chunks otherwise
-    /// pays a thread hand-off per file, more than reading it. `None` for a
-    /// missing key. Stops before a file that would take the bytes read past
-    /// `budget` (see [`super::Store::get_many`]).
+    /// Whole values of the first of `keys`, as the files are now: the
+    /// first few on this thread while the kernel can open them without
+    /// waiting and the page cache holds them (up to [`BLOCK`] bytes in all),
+    /// the rest in one trip to the blocking pool (a window over many small
+    /// chunks otherwise pays a thread hand-off per file, more than reading
+    /// it). `None` for a missing key. Stops before a file that would take
+    /// the bytes read past `budget` (see [`super::Store::get_many`]).
     pub(super) async fn get_many_whole(
         &self,
         keys: Vec<StoreKey>,
         budget: u64,
     ) -> Result<Vec<Option<Versioned>>, StoreError> {
-        self.on_files(keys, move |dir, keys, paths| {
-            let mut values = Vec::with_capacity(keys.len());
-            let mut read = 0u64;
-            for (key, path) in keys.iter().zip(paths) {
-                let Some(opened) = open_keeping(dir, key, path)? else {
-                    values.push(None);
-                    continue;
-                };
-                let size = opened.meta.size;
-                if !values.is_empty() && read.saturating_add(size) > budget {
-                    break;
-                }
-                let bytes =
-                    read_at(&opened.file, 0, size as usize).map_err(|e| io_error(key, e))?;
-                read += size;
-                values.push(Some(Versioned {
-                    bytes: Bytes::from(bytes),
-                    meta: opened.meta.clone(),
-                }));
+        let mut values = Vec::with_capacity(keys.len());
+        let mut read = 0u64;
+        for key in keys.iter().take(AT_ONCE_FILES) {
+            let Attempt::Done(opened) = open_keeping_at_once(&self.dir, key, &self.path(key)?)?
+            else {
+                break;
+            };
+            let Some(opened) = opened else {
+                values.push(None);
+                continue;
+            };
+            let size = opened.meta.size;
+            if !values.is_empty() && read.saturating_add(size) > budget {
+                return Ok(values);
             }
-            Ok(values)
-        })
-        .await
+            if read.saturating_add(size) > BLOCK {
+                break;
+            }
+            let Some(bytes) = read_cached(&opened.file, 0, size as usize) else {
+                break;
+            };
+            read += size;
+            values.push(Some(Versioned {
+                bytes: Bytes::from(bytes),
+                meta: opened.meta.clone(),
+            }));
+        }
+        if values.len() == keys.len() {
+            return Ok(values);
+        }
+        let first_taken = !values.is_empty();
+        let rest = keys[values.len()..].to_vec();
+        let rest = self
+            .on_files(rest, move |dir, keys, paths| {
+                let (mut values, mut read) = (Vec::with_capacity(keys.len()), read);
+                for (key, path) in keys.iter().zip(paths) {
+                    let Some(opened) = open_keeping(dir, key, path)? else {
+                        values.push(None);
+                        continue;
+                    };
+                    let size = opened.meta.size;
+                    if (first_taken || !values.is_empty()) && read.saturating_add(size) > budget {
+                        break;
+                    }
+                    let bytes =
+                        read_at(&opened.file, 0, size as usize).map_err(|e| io_error(key, e))?;
+                    read += size;
+                    values.push(Some(Versioned {
+                        bytes: Bytes::from(bytes),
+                        meta: opened.meta.clone(),
+                    }));
+                }
+                Ok(values)
+            })
+            .await?;
+        values.extend(rest);
+        Ok(values)
     }
 
     /// Whether each file still has the ETag given (see
-    /// [`super::Store::changed_since_many`]), in one trip to the blocking
-    /// pool. Files are opened as they are now and not kept.
+    /// [`super::Store::changed_since_many`]). Files are opened as they are
+    /// now and not kept: the first few on this thread while the kernel can
+    /// open them without waiting, the rest in one trip to the blocking pool.
     pub(super) async fn changed_since_many(
         &self,
         keys: Vec<StoreKey>,
         e_tags: Vec<Option<String>>,
     ) -> Result<Vec<Change>, StoreError> {
-        self.on_files(keys, move |dir, keys, paths| {
-            keys.iter()
-                .zip(paths)
-                .zip(&e_tags)
-                .map(|((key, path), e_tag)| {
-                    Ok(match open_file(dir, key, path)? {
-                        None => Change::Missing,
-                        Some(now)
-                            if now.meta.version.e_tag.is_some()
-                                && now.meta.version.e_tag == *e_tag =>
-                        {
-                            Change::Unchanged
-                        }
-                        Some(now) => Change::Changed(now.meta),
-                    })
-                })
-                .collect()
-        })
-        .await
+        fn change(now: Option<OpenFile>, e_tag: &Option<String>) -> Change {
+            match now {
+                None => Change::Missing,
+                Some(now)
+                    if now.meta.version.e_tag.is_some() && now.meta.version.e_tag == *e_tag =>
+                {
+                    Change::Unchanged
+                }
+                Some(now) => Change::Changed(now.meta),
+            }
+        }
+        let mut done = Vec::with_capacity(keys.len());
+        for (key, e_tag) in keys.iter().zip(&e_tags).take(AT_ONCE_FILES) {
+            match open_file_at_once(&self.dir, key, &self.path(key)?)? {
+                Attempt::Done(now) => done.push(change(now, e_tag)),
+                Attempt::WouldBlock => break,
+            }
+        }
+        if done.len() == keys.len() {
+            return Ok(done);
+        }
+        let (keys, e_tags) = (keys[done.len()..].to_vec(), e_tags[done.len()..].to_vec());
+        let rest = self
+            .on_files(keys, move |dir, keys, paths| {
+                keys.iter()
+                    .zip(paths)
+                    .zip(&e_tags)
+                    .map(|((key, path), e_tag)| Ok(change(open_file(dir, key, path)?, e_tag)))
+                    .collect::<Result<Vec<_>, StoreError>>()
+            })
+            .await?;
+        done.extend(rest);
+        Ok(done)
     }
 
     /// Run `work` on the files of `keys` (their paths in this directory)
@@ -367,13 +441,34 @@ fn open_keeping(
     path: &std::path::Path,
 ) -> Result<Option<Arc<OpenFile>>, StoreError> {
     let ticket = dir.open_files.ticket(key.as_str());
-    let Some(opened) = open_file(dir, key, path)? else {
-        return Ok(None);
-    };
-    let opened = Arc::new(opened);
+    Ok(keep(dir, key, open_file(dir, key, path)?, ticket))
+}
+
+/// [`open_keeping`] when the kernel can open the file without waiting.
+fn open_keeping_at_once(
+    dir: &ConfinedDir,
+    key: &StoreKey,
+    path: &std::path::Path,
+) -> Result<Attempt<Option<Arc<OpenFile>>>, StoreError> {
+    let ticket = dir.open_files.ticket(key.as_str());
+    Ok(match open_file_at_once(dir, key, path)? {
+        Attempt::Done(opened) => Attempt::Done(keep(dir, key, opened, ticket)),
+        Attempt::WouldBlock => Attempt::WouldBlock,
+    })
+}
+
+/// Remember a file opened after `ticket` for raw reads (see
+/// [`super::open_files::OpenFiles::remember`]).
+fn keep(
+    dir: &ConfinedDir,
+    key: &StoreKey,
+    opened: Option<OpenFile>,
+    ticket: u64,
+) -> Option<Arc<OpenFile>> {
+    let opened = Arc::new(opened?);
     dir.open_files
         .remember(key.as_str().to_string(), opened.clone(), ticket);
-    Ok(Some(opened))
+    Some(opened)
 }
 
 fn etag_of(meta: &KeyMeta) -> Option<&str> {
@@ -398,6 +493,29 @@ fn open_file(
     let Some(file) = opened.map_err(|e| StoreError::from_backend(key, e))? else {
         return Ok(None);
     };
+    with_meta(key, file)
+}
+
+/// [`open_file`] on this thread when the kernel can do it without waiting
+/// (see [`ConfinedDir::open_read_at_once`]; `fstat` of a file so opened
+/// reads memory only).
+fn open_file_at_once(
+    dir: &ConfinedDir,
+    key: &StoreKey,
+    path: &std::path::Path,
+) -> Result<Attempt<Option<OpenFile>>, StoreError> {
+    match dir
+        .open_read_at_once(path)
+        .map_err(|e| StoreError::from_backend(key, e))?
+    {
+        Attempt::Done(Some(file)) => Ok(Attempt::Done(with_meta(key, file)?)),
+        Attempt::Done(None) => Ok(Attempt::Done(None)),
+        Attempt::WouldBlock => Ok(Attempt::WouldBlock),
+    }
+}
+
+/// An open file with its size and version; `None` for a directory.
+fn with_meta(key: &StoreKey, file: File) -> Result<Option<OpenFile>, StoreError> {
     let metadata = file.metadata().map_err(|e| io_error(key, e))?;
     if metadata.is_dir() {
         return Ok(None);

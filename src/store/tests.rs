@@ -182,6 +182,16 @@ async fn a_directory_reads_no_file_past_the_budget() {
     assert_eq!(within(10).await, 2);
     assert_eq!(within(11).await, 3);
     assert_eq!(within(21).await, 4);
+    // Past the files read on the async thread, the pool's reads keep to
+    // the same budget.
+    let ones = vec![k("a/c/d"); 40];
+    let len = |budget| {
+        let (store, keys) = (store.clone(), ones.clone());
+        async move { store.get_many(&keys, budget).await.unwrap().len() }
+    };
+    assert_eq!(len(0).await, 1);
+    assert_eq!(len(30).await, 30);
+    assert_eq!(len(100).await, 40);
 }
 
 #[tokio::test]
