@@ -99,27 +99,38 @@ class Context:
 # 1. Raw keys --------------------------------------------------------------
 
 def section_raw(ctx):
+    """Each key twice: with metadata trusted for 60 s on both sides (zarrd's
+    `--recheck-cached 60`, nginx's `open_file_cache_valid 60s`), and with
+    both servers' defaults, where every request opens the file (zarrd's
+    `--recheck-cached always`, nginx without `open_file_cache`)."""
     chunk = "/zarr/v2_blosc.zarr/0.0"
     targets = {
         "chunk": (chunk, {}),
         "metadata": ("/zarr/v2_blosc.zarr/.zarray", {}),
         "range_64k": (chunk, {"Range": "bytes=1048576-1114111"}),
     }
-    rows = []
-    with ctx.zarrd() as z, Nginx(ctx.root) as ng:
-        for target, (path, headers) in targets.items():
-            _, ours = measure.fetch(z.url + path, headers)
-            _, theirs = measure.fetch(ng.url + path, headers)
-            if ours != theirs:
-                raise AssertionError(f"zarrd and nginx disagree on {path} {headers}")
-            for conns in (1, 16, 64):
-                res = measure.alternate({
-                    "zarrd": lambda: measure.wrk(z.url + path, conns, ctx.args.seconds, headers, len(ours)),
-                    "nginx": lambda: measure.wrk(ng.url + path, conns, ctx.args.seconds, headers, len(ours)),
-                }, ctx.args.reps)
-                rows.append({"target": target, "bytes": len(ours), "connections": conns, **res})
-                print("raw", target, conns, report.brief(res, "requests_per_s"))
-        rss = z.peak_rss()
+    configs = {
+        "cached 60 s": (lambda: ctx.zarrd(), lambda: Nginx(ctx.root)),
+        "defaults": (lambda: Zarrd(ctx.root, "--cache-size", ctx.args.cache_size),
+                     lambda: Nginx(ctx.root, open_file_cache=False)),
+    }
+    rows, rss = [], 0
+    for config, (zarrd, nginx) in configs.items():
+        with zarrd() as z, nginx() as ng:
+            for target, (path, headers) in targets.items():
+                _, ours = measure.fetch(z.url + path, headers)
+                _, theirs = measure.fetch(ng.url + path, headers)
+                if ours != theirs:
+                    raise AssertionError(f"zarrd and nginx disagree on {path} {headers}")
+                for conns in (1, 16, 64):
+                    res = measure.alternate({
+                        "zarrd": lambda: measure.wrk(z.url + path, conns, ctx.args.seconds, headers, len(ours)),
+                        "nginx": lambda: measure.wrk(ng.url + path, conns, ctx.args.seconds, headers, len(ours)),
+                    }, ctx.args.reps)
+                    rows.append({"config": config, "target": target, "bytes": len(ours), "connections": conns,
+                                 **res})
+                    print("raw", config, target, conns, report.brief(res, "requests_per_s"))
+            rss = max(rss, z.peak_rss())
     return {"rows": rows, "zarrd_peak_rss": rss}
 
 
@@ -522,16 +533,24 @@ def main():
                "size": args.size, "reps": args.reps, "cache_size": args.cache_size,
                "started": time.strftime("%Y-%m-%d %H:%M:%S"), "sections": {}}
     if os.path.exists(path) and args.only != ",".join(SECTIONS):
+        # A partial run keeps the other sections, each with the time it ran
+        # (or, from files that did not record it, the time it ran by).
         with open(path) as f:
-            results["sections"] = json.load(f).get("sections", {})
+            earlier = json.load(f)
+        results["sections"] = earlier.get("sections", {})
+        for sec in results["sections"].values():
+            if "ran_at" not in sec:
+                sec.setdefault("ran_by", earlier.get("started"))
     failed = []
     for name in args.only.split(","):
+        ran_at = time.strftime("%Y-%m-%d %H:%M:%S")
         try:
             results["sections"][name] = SECTIONS[name](ctx)
         except Exception as e:  # noqa: BLE001  (a wrong answer or a failed request: reported, the run goes on)
             traceback.print_exc()
             results["sections"][name] = {"failed": f"{type(e).__name__}: {str(e)[:1500]}"}
             failed.append(name)
+        results["sections"][name]["ran_at"] = ran_at
         with open(path, "w") as f:
             json.dump(results, f, indent=1)
     report.write(results, os.path.join(args.results, "results.md"))

@@ -162,9 +162,7 @@ http {{
     tcp_nodelay on;
     keepalive_requests 1000000;
     keepalive_timeout 120s;
-    open_file_cache max=10000 inactive=60s;
-    open_file_cache_valid 60s;
-    client_body_temp_path {out}/nginx-tmp/body;
+{open_file_cache}    client_body_temp_path {out}/nginx-tmp/body;
     proxy_temp_path {out}/nginx-tmp/proxy;
     fastcgi_temp_path {out}/nginx-tmp/fastcgi;
     uwsgi_temp_path {out}/nginx-tmp/uwsgi;
@@ -184,9 +182,9 @@ class Nginx(Server):
 
     name = "nginx"
 
-    def __init__(self, root, static=None):
+    def __init__(self, root, static=None, open_file_cache=True):
         super().__init__()
-        self.root, self.static = root, static
+        self.root, self.static, self.open_file_cache = root, static, open_file_cache
 
     def start(self):
         port = free_port()
@@ -196,7 +194,11 @@ class Nginx(Server):
         user = "user root;" if os.geteuid() == 0 else ""
         static = f"        location /static/ {{ alias {self.static}/; }}\n" if self.static else ""
         with open(conf, "w") as f:
-            f.write(NGINX_CONF.format(out=OUT, port=port, root=self.root, user=user, static=static))
+            # Off: nginx's default, opening and stat-ing the file on every request.
+            cache = ("    open_file_cache max=10000 inactive=60s;\n    open_file_cache_valid 60s;\n"
+                     if self.open_file_cache else "")
+            f.write(NGINX_CONF.format(out=OUT, port=port, root=self.root, user=user, static=static,
+                                      open_file_cache=cache))
         binary = "/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else "nginx"
         self._spawn([binary, "-c", conf, "-e", os.path.join(OUT, "nginx-error.log")], "nginx")
         self.url = f"http://127.0.0.1:{port}"
