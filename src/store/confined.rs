@@ -162,7 +162,7 @@ impl ConfinedDir {
     pub fn open_read(&self, path: &std::path::Path) -> object_store::Result<Option<File>> {
         let escape = || generic(Escape(path.display().to_string()));
         let rel = self.relative(path)?;
-        let opened = match open_beneath(&self.root_dir, rel, 0) {
+        let opened = match open_beneath(&self.root_dir, rel, 0, 0) {
             Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
                 // A kernel without openat2: check, then open the last
                 // component without following it.
@@ -191,7 +191,9 @@ impl ConfinedDir {
     /// touch only memory; on a network file system either may wait on the
     /// server, so there every open goes to the pool. Only an open file and a
     /// missing one are answered here: anything else (not cached, a mount, a
-    /// link, an old kernel) is left to `open_read`, which decides it.
+    /// link, a lease to break, an old kernel) is left to `open_read`, which
+    /// decides it. The file is opened without blocking (`O_NONBLOCK`, which
+    /// regular files ignore); callers leave files of other kinds to the pool.
     pub fn open_read_at_once(
         &self,
         path: &std::path::Path,
@@ -201,13 +203,19 @@ impl ConfinedDir {
             return Ok(Attempt::WouldBlock);
         }
         let at_once = libc::RESOLVE_CACHED | libc::RESOLVE_NO_XDEV;
-        Ok(match open_beneath(&self.root_dir, rel, at_once) {
-            Ok(f) => Attempt::Done(Some(f)),
-            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
-                Attempt::Done(None)
-            }
-            Err(_) => Attempt::WouldBlock,
-        })
+        // O_NONBLOCK: without it, opening a FIFO waits for a writer, and
+        // a file under another process's write lease (Samba, NFS
+        // delegations) waits for the lease to break, up to 45 s, holding
+        // the thread every other request needs.
+        Ok(
+            match open_beneath(&self.root_dir, rel, libc::O_NONBLOCK, at_once) {
+                Ok(f) => Attempt::Done(Some(f)),
+                Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::NotADirectory) => {
+                    Attempt::Done(None)
+                }
+                Err(_) => Attempt::WouldBlock,
+            },
+        )
     }
 
     /// The file at `location` was (or is being) written or deleted.
@@ -612,16 +620,22 @@ fn upload_name(name: &str) -> bool {
 
 /// `openat2(root, rel, O_RDONLY, RESOLVE_BENEATH | RESOLVE_NO_SYMLINKS)`:
 /// the kernel refuses any symbolic link on the way (ELOOP) and any step out
-/// of `root` (EXDEV), atomically with the open. `resolve` adds flags.
+/// of `root` (EXDEV), atomically with the open. `flags` and `resolve` add
+/// to the open's and the resolution's flags.
 #[cfg(target_os = "linux")]
-fn open_beneath(root: &File, rel: &std::path::Path, resolve: u64) -> std::io::Result<File> {
+fn open_beneath(
+    root: &File,
+    rel: &std::path::Path,
+    flags: libc::c_int,
+    resolve: u64,
+) -> std::io::Result<File> {
     use std::os::fd::{AsRawFd, FromRawFd};
     use std::os::unix::ffi::OsStrExt;
     let name = std::ffi::CString::new(rel.as_os_str().as_bytes())
         .map_err(|_| std::io::Error::from(ErrorKind::InvalidInput))?;
     // SAFETY: open_how is plain data; all-zero is its documented default.
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
-    how.flags = (libc::O_RDONLY | libc::O_CLOEXEC) as u64;
+    how.flags = (libc::O_RDONLY | libc::O_CLOEXEC | flags) as u64;
     how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | resolve;
     // SAFETY: the descriptor and the NUL-terminated name outlive the call,
     // and `how` is a valid open_how of the size passed.
@@ -642,7 +656,12 @@ fn open_beneath(root: &File, rel: &std::path::Path, resolve: u64) -> std::io::Re
 }
 
 #[cfg(not(target_os = "linux"))]
-fn open_beneath(_root: &File, _rel: &std::path::Path, _resolve: u64) -> std::io::Result<File> {
+fn open_beneath(
+    _root: &File,
+    _rel: &std::path::Path,
+    _flags: libc::c_int,
+    _resolve: u64,
+) -> std::io::Result<File> {
     Err(std::io::Error::from_raw_os_error(libc::ENOSYS))
 }
 

@@ -508,7 +508,15 @@ fn open_file_at_once(
         .open_read_at_once(path)
         .map_err(|e| StoreError::from_backend(key, e))?
     {
-        Attempt::Done(Some(file)) => Ok(Attempt::Done(with_meta(key, file)?)),
+        Attempt::Done(Some(file)) => {
+            let metadata = file.metadata().map_err(|e| io_error(key, e))?;
+            // A FIFO or a device opened without blocking would block (or
+            // not end) when read: the pool's open decides those, as before.
+            if !metadata.is_file() && !metadata.is_dir() {
+                return Ok(Attempt::WouldBlock);
+            }
+            Ok(Attempt::Done(opened_file(file, &metadata)))
+        }
         Attempt::Done(None) => Ok(Attempt::Done(None)),
         Attempt::WouldBlock => Ok(Attempt::WouldBlock),
     }
@@ -517,11 +525,15 @@ fn open_file_at_once(
 /// An open file with its size and version; `None` for a directory.
 fn with_meta(key: &StoreKey, file: File) -> Result<Option<OpenFile>, StoreError> {
     let metadata = file.metadata().map_err(|e| io_error(key, e))?;
+    Ok(opened_file(file, &metadata))
+}
+
+fn opened_file(file: File, metadata: &Metadata) -> Option<OpenFile> {
     if metadata.is_dir() {
-        return Ok(None);
+        return None;
     }
-    let meta = key_meta(&metadata);
-    Ok(Some(OpenFile { file, meta }))
+    let meta = key_meta(metadata);
+    Some(OpenFile { file, meta })
 }
 
 fn out_of_descriptors(e: &object_store::Error) -> bool {
@@ -682,4 +694,43 @@ pub(super) fn file_stream(
         }
     })
     .boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fifo_is_left_to_the_pool_without_waiting_for_a_writer() {
+        let root = tempfile::tempdir().unwrap();
+        let fifo = root.path().join("fifo");
+        let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        std::fs::write(root.path().join("v"), "value").unwrap();
+        let dir = Arc::new(ConfinedDir::new(root.path()).unwrap());
+        let (tx, rx) = std::sync::mpsc::channel();
+        let probe = dir.clone();
+        // A thread, so that an open waiting for a writer fails the test
+        // instead of hanging it.
+        std::thread::spawn(move || {
+            let at_once = |key: &str| {
+                let path = probe
+                    .file_path(&object_store::path::Path::from(key))
+                    .unwrap();
+                // Looked up once, as the pool would have.
+                let _ = std::fs::symlink_metadata(&path);
+                open_file_at_once(&probe, &StoreKey::new(key).unwrap(), &path).unwrap()
+            };
+            let fifo = matches!(at_once("fifo"), Attempt::WouldBlock);
+            let value = matches!(at_once("v"), Attempt::Done(Some(_)));
+            tx.send((fifo, value)).unwrap();
+        });
+        let answer = rx.recv_timeout(std::time::Duration::from_secs(10));
+        assert_eq!(
+            answer,
+            Ok((true, true)),
+            "a FIFO goes to the pool, a value opens at once"
+        );
+    }
 }
