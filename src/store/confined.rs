@@ -158,18 +158,24 @@ impl ConfinedDir {
 
     /// Open the file at `path` (below the root) for reading, following no
     /// symbolic link on the way, in one step the kernel checks; `None` when
-    /// it does not exist. Blocking.
+    /// it does not exist. Blocking (on a lease another process holds), but
+    /// not on a FIFO: it is opened without waiting for a writer, which
+    /// might never come, and callers take only regular files as values.
     pub fn open_read(&self, path: &std::path::Path) -> object_store::Result<Option<File>> {
         let escape = || generic(Escape(path.display().to_string()));
         let rel = self.relative(path)?;
-        let opened = match open_beneath(&self.root_dir, rel, 0, 0) {
+        let opened = match open_beneath(&self.root_dir, rel, libc::O_NONBLOCK, 0) {
+            // A lease to break: wait for it here, on the pool.
+            Err(e) if e.raw_os_error() == Some(libc::EWOULDBLOCK) => {
+                open_beneath(&self.root_dir, rel, 0, 0)
+            }
             Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
                 // A kernel without openat2: check, then open the last
                 // component without following it.
                 self.confine(path)?;
                 std::fs::OpenOptions::new()
                     .read(true)
-                    .custom_flags(libc::O_NOFOLLOW)
+                    .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
                     .open(path)
             }
             other => other,
@@ -192,8 +198,8 @@ impl ConfinedDir {
     /// server, so there every open goes to the pool. Only an open file and a
     /// missing one are answered here: anything else (not cached, a mount, a
     /// link, a lease to break, an old kernel) is left to `open_read`, which
-    /// decides it. The file is opened without blocking (`O_NONBLOCK`, which
-    /// regular files ignore); callers leave files of other kinds to the pool.
+    /// decides it. Like `open_read`, it opens a FIFO without waiting
+    /// (`O_NONBLOCK`, which reads of regular files ignore).
     pub fn open_read_at_once(
         &self,
         path: &std::path::Path,

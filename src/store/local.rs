@@ -508,32 +508,22 @@ fn open_file_at_once(
         .open_read_at_once(path)
         .map_err(|e| StoreError::from_backend(key, e))?
     {
-        Attempt::Done(Some(file)) => {
-            let metadata = file.metadata().map_err(|e| io_error(key, e))?;
-            // A FIFO or a device opened without blocking would block (or
-            // not end) when read: the pool's open decides those, as before.
-            if !metadata.is_file() && !metadata.is_dir() {
-                return Ok(Attempt::WouldBlock);
-            }
-            Ok(Attempt::Done(opened_file(file, &metadata)))
-        }
+        Attempt::Done(Some(file)) => Ok(Attempt::Done(with_meta(key, file)?)),
         Attempt::Done(None) => Ok(Attempt::Done(None)),
         Attempt::WouldBlock => Ok(Attempt::WouldBlock),
     }
 }
 
-/// An open file with its size and version; `None` for a directory.
+/// An open file with its size and version; `None` for anything but a
+/// regular file: a directory, and a FIFO or a device, whose reads would
+/// wait or never end.
 fn with_meta(key: &StoreKey, file: File) -> Result<Option<OpenFile>, StoreError> {
     let metadata = file.metadata().map_err(|e| io_error(key, e))?;
-    Ok(opened_file(file, &metadata))
-}
-
-fn opened_file(file: File, metadata: &Metadata) -> Option<OpenFile> {
-    if metadata.is_dir() {
-        return None;
+    if !metadata.is_file() {
+        return Ok(None);
     }
-    let meta = key_meta(metadata);
-    Some(OpenFile { file, meta })
+    let meta = key_meta(&metadata);
+    Ok(Some(OpenFile { file, meta }))
 }
 
 fn out_of_descriptors(e: &object_store::Error) -> bool {
@@ -701,7 +691,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_fifo_is_left_to_the_pool_without_waiting_for_a_writer() {
+    fn a_fifo_is_no_value_and_opening_it_waits_for_no_writer() {
         let root = tempfile::tempdir().unwrap();
         let fifo = root.path().join("fifo");
         let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
@@ -722,15 +712,19 @@ mod tests {
                 let _ = std::fs::symlink_metadata(&path);
                 open_file_at_once(&probe, &StoreKey::new(key).unwrap(), &path).unwrap()
             };
-            let fifo = matches!(at_once("fifo"), Attempt::WouldBlock);
+            let fifo = matches!(at_once("fifo"), Attempt::Done(None));
             let value = matches!(at_once("v"), Attempt::Done(Some(_)));
-            tx.send((fifo, value)).unwrap();
+            let path = probe
+                .file_path(&object_store::path::Path::from("fifo"))
+                .unwrap();
+            let pool = open_file(&probe, &StoreKey::new("fifo").unwrap(), &path).unwrap();
+            tx.send((fifo && pool.is_none(), value)).unwrap();
         });
         let answer = rx.recv_timeout(std::time::Duration::from_secs(10));
         assert_eq!(
             answer,
             Ok((true, true)),
-            "a FIFO goes to the pool, a value opens at once"
+            "a FIFO is missing, at once and on the pool; a value opens at once"
         );
     }
 }
