@@ -88,6 +88,23 @@ fn parse_int(s: &str, what: &str) -> Result<Option<i64>> {
         .map_err(|_| sel_err(format!("{what} '{s}' is not an integer")))
 }
 
+/// A slice's start, stop or step. numpy clamps slice bounds to the
+/// dimension, so an integer past i64's range means the same as i64's end.
+fn parse_bound(s: &str, what: &str) -> Result<Option<i64>> {
+    parse_int(s, what).or_else(|e| {
+        let t = s.trim();
+        let digits = t.strip_prefix(['-', '+']).unwrap_or(t);
+        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return Err(e);
+        }
+        Ok(Some(if t.starts_with('-') {
+            i64::MIN
+        } else {
+            i64::MAX
+        }))
+    })
+}
+
 fn parse_dim(token: &str) -> Result<DimSelector> {
     let t = token.trim();
     if t == "..." {
@@ -103,10 +120,10 @@ fn parse_dim(token: &str) -> Result<DimSelector> {
         if parts.len() > 3 {
             return Err(sel_err(format!("'{t}' has too many ':'")));
         }
-        let start = parse_int(parts[0], "slice start")?;
-        let stop = parse_int(parts[1], "slice stop")?;
+        let start = parse_bound(parts[0], "slice start")?;
+        let stop = parse_bound(parts[1], "slice stop")?;
         let step = match parts.get(2) {
-            Some(p) => parse_int(p, "slice step")?,
+            Some(p) => parse_bound(p, "slice step")?,
             None => None,
         };
         if let Some(step) = step {
@@ -508,6 +525,33 @@ fn orthogonal_chunks(dims: &[ResolvedDim], chunk_shape: &[u64]) -> Vec<(Vec<u64>
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slice_bounds_past_i64_clamp_as_numpy_clamps_them() {
+        let huge = "99999999999999999999";
+        let resolve = |sel: &str| Selection::parse(sel).unwrap().resolve(&[10]).unwrap();
+        let whole = resolve(":");
+        assert_eq!(resolve(&format!("-{huge}:{huge}")), whole);
+        assert_eq!(resolve(&format!("+0:+{huge}")), whole);
+        assert_eq!(resolve(&format!("{huge}:")), resolve("10:"));
+        assert_eq!(
+            resolve(&format!("::{huge}")),
+            resolve(&format!("::{}", i64::MAX))
+        );
+        for bad in [
+            format!("0:{huge}x"),
+            format!("::-{huge}"),
+            huge.to_string(),
+            "0:-".into(),
+        ] {
+            assert!(
+                Selection::parse(&bad)
+                    .and_then(|s| s.resolve(&[10]))
+                    .is_err(),
+                "{bad}"
+            );
+        }
+    }
 
     #[test]
     fn range_maps_hold_each_chunks_positions_as_one_strided_run() {
