@@ -184,8 +184,8 @@ impl Selection {
         };
         if listed > MAX_LISTED {
             return Err(ZarrError::TooLarge(format!(
-                "the selection lists {listed} points or indices; at most {MAX_LISTED} in one request \
-                 (read a large set in several requests, or use slices)"
+                "the selection lists more than {MAX_LISTED} points or indices, the most one \
+                 request may list (read a large set in several requests, or use slices)"
             )));
         }
         match self {
