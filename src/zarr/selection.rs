@@ -91,18 +91,21 @@ fn parse_int(s: &str, what: &str) -> Result<Option<i64>> {
 /// A slice's start, stop or step. numpy clamps slice bounds to the
 /// dimension, so an integer past i64's range means the same as i64's end.
 fn parse_bound(s: &str, what: &str) -> Result<Option<i64>> {
-    parse_int(s, what).or_else(|e| {
-        let t = s.trim();
-        let digits = t.strip_prefix(['-', '+']).unwrap_or(t);
-        if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(e);
-        }
-        Ok(Some(if t.starts_with('-') {
-            i64::MIN
-        } else {
-            i64::MAX
-        }))
-    })
+    use std::num::IntErrorKind;
+    let t = s.trim();
+    if t.is_empty() {
+        return Ok(None);
+    }
+    // The parser reports an overflow before it looks at the rest, so a
+    // number that overflows is checked to be only digits.
+    let digits = t.strip_prefix(['-', '+']).unwrap_or(t);
+    let integer = digits.bytes().all(|b| b.is_ascii_digit());
+    match t.parse::<i64>() {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if integer && *e.kind() == IntErrorKind::PosOverflow => Ok(Some(i64::MAX)),
+        Err(e) if integer && *e.kind() == IntErrorKind::NegOverflow => Ok(Some(i64::MIN)),
+        Err(_) => Err(sel_err(format!("{what} '{t}' is not an integer"))),
+    }
 }
 
 fn parse_dim(token: &str) -> Result<DimSelector> {
@@ -126,10 +129,11 @@ fn parse_dim(token: &str) -> Result<DimSelector> {
             Some(p) => parse_bound(p, "slice step")?,
             None => None,
         };
-        if let Some(step) = step {
-            if step <= 0 {
-                return Err(sel_err(format!("slice step {step} in '{t}' must be positive (negative steps are not supported)")));
-            }
+        if step.is_some_and(|step| step <= 0) {
+            let step = parts[2].trim();
+            return Err(sel_err(format!(
+                "slice step {step} in '{t}' must be positive (negative steps are not supported)"
+            )));
         }
         return Ok(DimSelector::Slice { start, stop, step });
     }
