@@ -691,40 +691,59 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_fifo_is_no_value_and_opening_it_waits_for_no_writer() {
+    fn fifos_and_sockets_are_no_values_and_opening_them_waits_for_nothing() {
         let root = tempfile::tempdir().unwrap();
         let fifo = root.path().join("fifo");
         let name = std::ffi::CString::new(fifo.as_os_str().as_encoded_bytes()).unwrap();
         // SAFETY: a NUL-terminated path.
         assert_eq!(unsafe { libc::mkfifo(name.as_ptr(), 0o600) }, 0);
+        let _socket = std::os::unix::net::UnixListener::bind(root.path().join("socket")).unwrap();
         std::fs::write(root.path().join("v"), "value").unwrap();
         let dir = Arc::new(ConfinedDir::new(root.path()).unwrap());
+        let at_once = super::super::confined::opens_at_once(&dir);
         let (tx, rx) = std::sync::mpsc::channel();
         let probe = dir.clone();
         // A thread, so that an open waiting for a writer fails the test
         // instead of hanging it.
         std::thread::spawn(move || {
-            let at_once = |key: &str| {
-                let path = probe
+            let path = |key: &str| {
+                probe
                     .file_path(&object_store::path::Path::from(key))
-                    .unwrap();
-                // Looked up once, as the pool would have.
-                let _ = std::fs::symlink_metadata(&path);
-                open_file_at_once(&probe, &StoreKey::new(key).unwrap(), &path).unwrap()
+                    .unwrap()
             };
-            let fifo = matches!(at_once("fifo"), Attempt::Done(None));
-            let value = matches!(at_once("v"), Attempt::Done(Some(_)));
-            let path = probe
-                .file_path(&object_store::path::Path::from("fifo"))
-                .unwrap();
-            let pool = open_file(&probe, &StoreKey::new("fifo").unwrap(), &path).unwrap();
-            tx.send((fifo && pool.is_none(), value)).unwrap();
+            let key = |key: &str| StoreKey::new(key).unwrap();
+            let mut seen = Vec::new();
+            for name in ["fifo", "socket", "v"] {
+                // Looked up once, as the pool would have.
+                let pool = open_file(&probe, &key(name), &path(name))
+                    .unwrap()
+                    .is_some();
+                let now = match open_file_at_once(&probe, &key(name), &path(name)).unwrap() {
+                    Attempt::Done(Some(_)) => "value",
+                    Attempt::Done(None) => "missing",
+                    Attempt::WouldBlock => "pool",
+                };
+                seen.push((name, pool, now));
+            }
+            tx.send(seen).unwrap();
         });
-        let answer = rx.recv_timeout(std::time::Duration::from_secs(10));
-        assert_eq!(
-            answer,
-            Ok((true, true)),
-            "a FIFO is missing, at once and on the pool; a value opens at once"
-        );
+        let seen = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("no open waits");
+        // A socket cannot be opened at all (ENXIO): the pool decides.
+        let want = if at_once {
+            [
+                ("fifo", false, "missing"),
+                ("socket", false, "pool"),
+                ("v", true, "value"),
+            ]
+        } else {
+            [
+                ("fifo", false, "pool"),
+                ("socket", false, "pool"),
+                ("v", true, "pool"),
+            ]
+        };
+        assert_eq!(seen, want);
     }
 }

@@ -190,6 +190,8 @@ async fn a_directory_reads_no_file_past_the_budget() {
         async move { store.get_many(&keys, budget).await.unwrap().len() }
     };
     assert_eq!(len(0).await, 1);
+    assert_eq!(len(16).await, 16);
+    assert_eq!(len(17).await, 17);
     assert_eq!(len(30).await, 30);
     assert_eq!(len(100).await, 40);
 }
