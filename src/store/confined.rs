@@ -8,6 +8,10 @@
 //! one node reach another's files.) Reads open files with `openat2`
 //! refusing links in the kernel, so a link swapped in after a check is not
 //! followed either. The root itself may be a link; it is resolved once.
+//! Only regular files are values: FIFOs, sockets and devices are opened
+//! without waiting and read as missing. On a local file system, a path the
+//! kernel has cached is opened on the calling thread with the same checks
+//! ([`ConfinedDir::open_read_at_once`]).
 //!
 //! Listings are our own walk rather than `LocalFileSystem`'s, which would
 //! descend into linked trees and report empty directories as prefixes,
