@@ -117,18 +117,50 @@ impl ConfinedDir {
     }
 
     /// The file a location names (links not yet resolved).
+    ///
+    /// `LocalFileSystem` gets there through a `file:` URL, percent-encoding
+    /// each part and decoding it again: the root joined with the location's
+    /// parts as they are, at the cost of parsing a URL on every read. A
+    /// location is a file path as it stands unless a part is `.` or `..`
+    /// (which `Path` never holds, and the URL would drop): joined directly,
+    /// and a test holds the two to each other.
     pub fn file_path(&self, location: &Path) -> object_store::Result<PathBuf> {
-        if location.filename().is_some_and(upload_name) {
-            return Err(generic(UploadName));
+        match self.key_path(location.as_ref()) {
+            Some(path) => path,
+            None => self.inner.path_to_filesystem(location),
         }
-        self.inner.path_to_filesystem(location)
+    }
+
+    /// [`ConfinedDir::file_path`] of the location `raw` (a store key is
+    /// one as it stands), without building the location; `None` when it
+    /// is not a plain file path.
+    pub fn key_path(&self, raw: &str) -> Option<object_store::Result<PathBuf>> {
+        if raw.is_empty() || raw.split('/').any(|p| matches!(p, "" | "." | "..")) {
+            return None;
+        }
+        if raw.rsplit('/').next().is_some_and(upload_name) {
+            return Some(Err(generic(UploadName)));
+        }
+        Some(Ok(self.root.join(raw)))
     }
 
     /// `path` below the root, refused when it names an upload in progress.
     fn relative<'p>(&self, path: &'p std::path::Path) -> object_store::Result<&'p std::path::Path> {
-        let rel = path
-            .strip_prefix(&self.root)
-            .map_err(|_| generic(Escape(path.display().to_string())))?;
+        use std::os::unix::ffi::OsStrExt;
+        // What `file_path` made, `root/rest`, taken apart on its bytes
+        // (`strip_prefix` compares component by component).
+        let bytes = path.as_os_str().as_bytes();
+        let rel = match bytes
+            .strip_prefix(self.root.as_os_str().as_bytes())
+            .and_then(|rest| rest.strip_prefix(b"/"))
+        {
+            Some(rest) if !rest.is_empty() && !rest.starts_with(b"/") => {
+                std::path::Path::new(std::ffi::OsStr::from_bytes(rest))
+            }
+            _ => path
+                .strip_prefix(&self.root)
+                .map_err(|_| generic(Escape(path.display().to_string())))?,
+        };
         if rel
             .file_name()
             .and_then(|n| n.to_str())
@@ -778,6 +810,51 @@ mod tests {
         let mut s = String::new();
         f.read_to_string(&mut s).unwrap();
         s
+    }
+
+    #[test]
+    fn file_paths_are_those_local_file_system_makes() {
+        let root = tempfile::tempdir().unwrap();
+        let dir = ConfinedDir::new(root.path()).unwrap();
+        let keys = [
+            "a",
+            "a/b/c.json",
+            "x/.zarray",
+            "c/0/0",
+            "with space/and%percent/%2e%2E/%25",
+            "q?u#e=r&y;[]{}<>|^`\"'~!$*()+,:@",
+            "unicode/\u{e9}\u{1F600}/\u{10FFFF}",
+            "...",
+            ".../..a/a..",
+            "trailing#",
+            "name#12a",
+            "#1/b",
+        ];
+        for key in keys {
+            for location in [Path::from(key), Path::parse(key).unwrap()] {
+                let fast = dir.file_path(&location).unwrap();
+                if location.as_ref() == key {
+                    assert_eq!(dir.key_path(key).unwrap().unwrap(), fast, "{key}");
+                }
+                assert_eq!(
+                    fast,
+                    dir.inner.path_to_filesystem(&location).unwrap(),
+                    "{key}"
+                );
+                let rel = dir.relative(&fast).unwrap();
+                assert_eq!(rel, fast.strip_prefix(&dir.root).unwrap(), "{key}");
+            }
+        }
+        assert!(dir.file_path(&Path::parse("a/v#1").unwrap()).is_err());
+        assert!(matches!(dir.key_path("a/v#1"), Some(Err(_))));
+        for key in ["", "a//b", "a/./b", "a/../b"] {
+            assert!(dir.key_path(key).is_none(), "{key}");
+        }
+        // Outside the root, or the root itself: refused as before.
+        assert!(dir.relative(std::path::Path::new("/elsewhere/a")).is_err());
+        let mut sibling = dir.root.as_os_str().to_owned();
+        sibling.push("x/a");
+        assert!(dir.relative(std::path::Path::new(&sibling)).is_err());
     }
 
     #[test]

@@ -79,8 +79,10 @@ impl LocalReads {
     }
 
     fn path(&self, key: &StoreKey) -> Result<PathBuf, StoreError> {
+        // The location is the key itself (see `path_of`).
         self.dir
-            .file_path(&path_of(key))
+            .key_path(key.as_str())
+            .unwrap_or_else(|| self.dir.file_path(&path_of(key)))
             .map_err(|e| StoreError::from_backend(key, e))
     }
 
