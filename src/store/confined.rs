@@ -722,8 +722,14 @@ fn open_beneath(
     // SAFETY: open_how is plain data; all-zero is its documented default.
     let mut how: libc::open_how = unsafe { std::mem::zeroed() };
     // O_NOCTTY: a terminal device among the files must not become the
-    // server's controlling terminal.
-    how.flags = (libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY | flags) as u64;
+    // server's controlling terminal. `openat2` refuses it (EINVAL) beside
+    // `O_PATH`, which opens no device anyway.
+    let noctty = if flags & libc::O_PATH == 0 {
+        libc::O_NOCTTY
+    } else {
+        0
+    };
+    how.flags = (libc::O_RDONLY | libc::O_CLOEXEC | noctty | flags) as u64;
     how.resolve = libc::RESOLVE_BENEATH | libc::RESOLVE_NO_SYMLINKS | resolve;
     // SAFETY: the descriptor and the NUL-terminated name outlive the call,
     // and `how` is a valid open_how of the size passed.

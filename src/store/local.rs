@@ -748,4 +748,49 @@ mod tests {
         };
         assert_eq!(seen, want);
     }
+
+    #[test]
+    fn a_file_under_a_write_lease_is_read_once_its_holder_lets_go() {
+        use std::os::fd::AsRawFd;
+        let root = tempfile::tempdir().unwrap();
+        let path = root.path().join("v");
+        std::fs::write(&path, "value").unwrap();
+        let dir = ConfinedDir::new(root.path()).unwrap();
+        let holder = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        let fd = holder.as_raw_fd();
+        // The break is signalled to the holder, this process: SIGWINCH,
+        // which is ignored, rather than SIGIO, which would end it. (The
+        // libc crate does not name F_SETSIG; it is 10 on Linux.)
+        const F_SETSIG: libc::c_int = 10;
+        // SAFETY: fcntl on a descriptor this test owns.
+        unsafe {
+            assert_eq!(libc::fcntl(fd, F_SETSIG, libc::SIGWINCH), 0);
+            if libc::fcntl(fd, libc::F_SETLEASE, libc::F_WRLCK) != 0 {
+                // Leases turned off (fs.leases-enable) on this machine.
+                eprintln!("no lease: {}", std::io::Error::last_os_error());
+                return;
+            }
+        }
+        let key = StoreKey::new("v").unwrap();
+        // In place the open would wait: it is left to the pool.
+        assert!(matches!(
+            open_file_at_once(&dir, &key, &path).unwrap(),
+            Attempt::WouldBlock
+        ));
+        let letting_go = std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            // SAFETY: as above.
+            unsafe { libc::fcntl(holder.as_raw_fd(), libc::F_SETLEASE, libc::F_UNLCK) };
+        });
+        // The pool's open waits for the lease to be given up, and the
+        // file is a value, not a missing key.
+        let opened = open_file(&dir, &key, &path).unwrap();
+        letting_go.join().unwrap();
+        let opened = opened.expect("a leased regular file is a value");
+        assert_eq!(opened.meta.size, 5);
+    }
 }
