@@ -321,3 +321,94 @@ fn writable_config() -> Config {
         ..Config::default()
     }
 }
+
+/// Parts of chunks that are not stored read as the fill value whichever
+/// way a read goes: chunk by chunk, small chunks loaded together, rows
+/// decoded out of Blosc chunks, and sharded (a shard not stored, inner
+/// chunks a shard does not hold), from the store and through the cache.
+/// The output is not filled before the copies, so each of these writes
+/// the fill value itself.
+#[tokio::test]
+async fn chunks_not_stored_read_as_the_fill_value_whichever_way_the_read_goes() {
+    use std::sync::Arc;
+    use zarrd::config::Recheck;
+    use zarrd::service::cache::CachedSource;
+    use zarrd::service::ZarrCache;
+
+    let dir = tempfile::tempdir().unwrap();
+    let h = Hierarchy::new(Store::local(dir.path()).unwrap());
+    let cached = h
+        .clone()
+        .with_source(Arc::new(CachedSource(ZarrCache::new(64 << 20, Recheck::Always))));
+    let (rows, cols) = (320u64, 256u64);
+    let spec = |format: u8, chunks: [u64; 2], shards: Option<[u64; 2]>| {
+        let mut s = ArraySpec::new(format, vec![rows, cols], DataType::Int32);
+        s.chunks = Some(chunks.to_vec());
+        s.shards = shards.map(|s| s.to_vec());
+        s.fill_value = json!(-7);
+        s
+    };
+    let cases = [
+        // Chunks past the size loaded together: one at a time.
+        ("large", spec(3, [160, 128], None), [160u64, 128u64]),
+        // Small chunks, loaded several at a time.
+        ("small", spec(2, [8, 8], None), [8, 8]),
+        // Blosc (v2's default): a window of a few rows decodes only those.
+        ("rows", spec(2, [64, 256], None), [64, 256]),
+        ("sharded", spec(3, [40, 64], Some([160, 128])), [40, 64]),
+    ];
+    for (name, spec, written) in cases {
+        let path = node_path(name).unwrap();
+        let array = h.create_array(&path, &spec, false).await.unwrap();
+        // One chunk (one inner chunk of one shard) written; the rest not stored.
+        let [wr, wc] = written;
+        let value = |r: u64, c: u64| (r * 1000 + c) as i32;
+        let region: Vec<u8> = (0..wr)
+            .flat_map(|r| (0..wc).flat_map(move |c| value(r, c).to_le_bytes()))
+            .collect();
+        array
+            .write(
+                &Selection::parse(&format!("0:{wr},0:{wc}"))
+                    .unwrap()
+                    .resolve(&[rows, cols])
+                    .unwrap(),
+                ArrayBytes::Fixed(region),
+            )
+            .await
+            .unwrap();
+        for select in ["0:320,0:256", "3:300,5:250", "2:5,1:200", "170:171,0:256"] {
+            let bounds: Vec<(u64, u64)> = select
+                .split(',')
+                .map(|d| {
+                    let (a, b) = d.split_once(':').unwrap();
+                    (a.parse().unwrap(), b.parse().unwrap())
+                })
+                .collect();
+            let want: Vec<u8> = (bounds[0].0..bounds[0].1)
+                .flat_map(|r| {
+                    (bounds[1].0..bounds[1].1).flat_map(move |c| {
+                        let v = if r < wr && c < wc { value(r, c) } else { -7 };
+                        v.to_le_bytes()
+                    })
+                })
+                .collect();
+            let selection = Selection::parse(select)
+                .unwrap()
+                .resolve(&[rows, cols])
+                .unwrap();
+            for (source, hierarchy) in [("store", &h), ("cache", &cached)] {
+                let got = hierarchy
+                    .array(&path)
+                    .await
+                    .unwrap()
+                    .read(&selection)
+                    .await
+                    .unwrap_or_else(|e| panic!("{name} {select} {source}: {e}"));
+                assert!(
+                    got == ArrayBytes::Fixed(want.clone()),
+                    "{name} {select} from the {source}"
+                );
+            }
+        }
+    }
+}

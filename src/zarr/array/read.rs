@@ -25,20 +25,17 @@ impl Array {
     pub async fn read(&self, selection: &Resolved) -> Result<ArrayBytes> {
         let n = selection.block_shape().iter().product::<usize>();
         let fill = &self.chunk_repr.fill.0;
-        let out = Output::new(
-            ArrayBytes::filled(fill, n, self.meta.dtype.is_variable()),
-            n,
-            self.elem_size(),
-        );
-        if n > 0 {
-            if self.chain.sharding().is_some() {
-                self.read_sharded(selection, &out).await?;
-            } else {
-                self.read_chunked(selection, &out).await?;
-            }
-        }
-        out.into_inner()
-            .ok_or_else(|| ZarrError::Internal("output still shared".into()))
+        let out = Output::new(fill, n, self.elem_size(), self.meta.dtype.is_variable());
+        // Each way of reading says how many elements its parts wrote,
+        // copied or filled: the output is only readable when that is all.
+        let written = if n == 0 {
+            0
+        } else if self.chain.sharding().is_some() {
+            self.read_sharded(selection, &out).await?
+        } else {
+            self.read_chunked(selection, &out).await?
+        };
+        out.into_inner(written)
     }
 
     /// Read and decode one chunk (`None` when it is not stored).
@@ -47,32 +44,38 @@ impl Array {
         self.source.chunk(self, &key).await
     }
 
-    /// Copy a decoded chunk's part into the output: small parts right here
-    /// (a trip to the blocking pool costs more than copying them), large
-    /// ones on the blocking pool, where parts of different chunks are
-    /// copied in parallel.
+    /// Copy a decoded chunk's part into the output (`None`: fill it, the
+    /// chunk is not stored): small parts right here (a trip to the blocking
+    /// pool costs more than copying them), large ones on the blocking pool,
+    /// where parts of different chunks are copied in parallel. The number
+    /// of elements written.
     async fn scatter(
         &self,
-        chunk: Arc<ArrayBytes>,
+        chunk: Option<Arc<ArrayBytes>>,
         chunk_shape: Vec<usize>,
         part: ChunkPart,
         out: &Arc<Output>,
         out_shape: &[usize],
-    ) -> Result<()> {
+    ) -> Result<usize> {
         // SAFETY (both copies): `part` is one chunk's part of a resolved
         // selection; no other chunk's part shares its output elements.
-        if part_bytes(&part, self.elem_size()) <= INLINE_COPY_BYTES {
-            unsafe { out.scatter(&chunk, &chunk_shape, &part, out_shape) }?;
+        let inline = part_bytes(&part, self.elem_size()) <= INLINE_COPY_BYTES;
+        let write = move |out: &Output, out_shape: &[usize]| match &chunk {
+            Some(chunk) => unsafe { out.scatter(chunk, &chunk_shape, &part, out_shape) },
+            None => unsafe { out.fill(&chunk_shape, &part, out_shape) },
+        };
+        if inline {
+            let written = write(out, out_shape)?;
             // Cached chunks come without a pause: let other requests on this
             // thread run between copies.
             tokio::task::consume_budget().await;
-            return Ok(());
+            return Ok(written);
         }
         let (out, out_shape) = (out.clone(), out_shape.to_vec());
-        run_blocking(move || unsafe { out.scatter(&chunk, &chunk_shape, &part, &out_shape) }).await
+        run_blocking(move || write(&out, &out_shape)).await
     }
 
-    async fn read_chunked(&self, selection: &Resolved, out: &Arc<Output>) -> Result<()> {
+    async fn read_chunked(&self, selection: &Resolved, out: &Arc<Output>) -> Result<usize> {
         let out_shape = selection.block_shape();
         let parts = selection.chunks(&self.meta.chunk_shape);
         if let Some(per_load) = self.chunks_per_load(parts.len()) {
@@ -86,17 +89,14 @@ impl Array {
                     if let Some(rows) = self.partial_rows(&part) {
                         return self.read_rows(&key, rows, part, out, out_shape).await;
                     }
-                    let Some(chunk) = self.source.chunk(self, &key).await? else {
-                        return Ok(());
-                    };
+                    let chunk = self.source.chunk(self, &key).await?;
                     self.scatter(chunk, self.chunk_repr.shape.clone(), part, out, out_shape)
                         .await
                 }
             })
             .buffer_unordered(self.chunks_at_once())
-            .try_collect::<Vec<()>>()
-            .await?;
-        Ok(())
+            .try_fold(0, |sum, written| async move { Ok(sum + written) })
+            .await
     }
 
     /// How many chunks one read loads at once: enough to keep every core
@@ -139,7 +139,7 @@ impl Array {
         per_load: usize,
         out: &Arc<Output>,
         out_shape: &[usize],
-    ) -> Result<()> {
+    ) -> Result<usize> {
         let mut loads = Vec::with_capacity(parts.len().div_ceil(per_load));
         let mut parts = parts.into_iter().peekable();
         while parts.peek().is_some() {
@@ -154,18 +154,16 @@ impl Array {
         futures::stream::iter(loads)
             .map(|(keys, load)| async move {
                 let chunks = self.source.chunks(self, &keys).await?;
+                let mut written = 0;
                 for (chunk, part) in chunks.into_iter().zip(load) {
-                    if let Some(chunk) = chunk {
-                        let shape = self.chunk_repr.shape.clone();
-                        self.scatter(chunk, shape, part, out, out_shape).await?;
-                    }
+                    let shape = self.chunk_repr.shape.clone();
+                    written += self.scatter(chunk, shape, part, out, out_shape).await?;
                 }
-                Ok::<(), ZarrError>(())
+                Ok::<usize, ZarrError>(written)
             })
             .buffer_unordered(LOADS_AT_ONCE)
-            .try_collect::<Vec<()>>()
-            .await?;
-        Ok(())
+            .try_fold(0, |sum, written| async move { Ok(sum + written) })
+            .await
     }
 
     /// The outermost rows a chunk's part reads, when the read may decode
@@ -201,10 +199,11 @@ impl Array {
         part: ChunkPart,
         out: &Arc<Output>,
         out_shape: &[usize],
-    ) -> Result<()> {
+    ) -> Result<usize> {
         self.source.read_past(1);
         let Some(bytes) = self.store.get(key).await? else {
-            return Ok(());
+            let shape = self.chunk_repr.shape.clone();
+            return self.scatter(None, shape, part, out, out_shape).await;
         };
         // Copied into the output on the thread that decoded it, while the
         // rows are still in its cache, rather than after a trip back here
@@ -297,9 +296,9 @@ impl Array {
             .map_err(|e| e.for_chunk(key.as_str()))
     }
 
-    async fn read_sharded(&self, selection: &Resolved, out: &Arc<Output>) -> Result<()> {
+    async fn read_sharded(&self, selection: &Resolved, out: &Arc<Output>) -> Result<usize> {
         let Some(sharding) = self.chain.sharding() else {
-            return Ok(());
+            return Ok(0);
         };
         let inner_shape: Vec<u64> = sharding.chunk_shape.iter().map(|&c| c as u64).collect();
         let cps: Vec<u64> = self
@@ -325,21 +324,21 @@ impl Array {
                 async move { self.read_from_shard(&shard, parts, &out, &out_shape).await }
             })
             .buffer_unordered(CHUNK_CONCURRENCY)
-            .try_collect::<Vec<()>>()
-            .await?;
-        Ok(())
+            .try_fold(0, |sum, written| async move { Ok(sum + written) })
+            .await
     }
 
     /// Read a selection's part of one shard. The index and the inner chunks
     /// come from one version of the shard; when a writer replaces the shard
-    /// in between, the read starts over with the new version.
+    /// in between, the read starts over with the new version, and only what
+    /// the last attempt wrote counts (the number of elements).
     async fn read_from_shard(
         &self,
         shard: &[u64],
         parts: Vec<(usize, ChunkPart)>,
         out: &Arc<Output>,
         out_shape: &[usize],
-    ) -> Result<()> {
+    ) -> Result<usize> {
         let key = self.chunk_key(shard)?;
         let mut attempt = 0;
         loop {
@@ -361,22 +360,32 @@ impl Array {
         parts: &[(usize, ChunkPart)],
         out: &Arc<Output>,
         out_shape: &[usize],
-    ) -> Result<()> {
-        let Some(index) = self.source.shard_index(self, key).await? else {
-            return Ok(());
-        };
-        let (wanted, parts): (Vec<_>, Vec<_>) = parts
-            .iter()
-            .filter_map(|(i, part)| index.range(*i).map(|r| ((*i, r), part.clone())))
-            .unzip();
-        if wanted.is_empty() {
-            return Ok(());
-        }
+    ) -> Result<usize> {
         let inner_shape = self
             .chain
             .sharding()
             .map(|s| s.chunk_shape.clone())
             .unwrap_or_default();
+        let index = self.source.shard_index(self, key).await?;
+        // Inner chunks the shard does not hold (all, without a shard) are
+        // filled; the rest are read.
+        let mut written = 0;
+        let mut wanted = Vec::with_capacity(parts.len());
+        let mut found = Vec::with_capacity(parts.len());
+        for (i, part) in parts {
+            match index.as_ref().and_then(|index| index.range(*i)) {
+                Some(r) => {
+                    wanted.push((*i, r));
+                    found.push(part.clone());
+                }
+                // SAFETY: this inner chunk's part is no other's.
+                None => written += unsafe { out.fill(&inner_shape, part, out_shape) }?,
+            }
+        }
+        let (Some(index), false) = (index, wanted.is_empty()) else {
+            return Ok(written);
+        };
+        let parts = found;
         let inner_bytes = inner_shape
             .iter()
             .product::<usize>()
@@ -387,22 +396,21 @@ impl Array {
             let (out, out_shape) = (out.clone(), out_shape.to_vec());
             self.source.read_past(wanted.len());
             let parts: Arc<[ChunkPart]> = parts.into_iter().collect();
-            fetch_inner_chunks_then(self, key, &index, &wanted, move |i, chunk| {
+            let copied = fetch_inner_chunks_then(self, key, &index, &wanted, move |i, chunk| {
                 // SAFETY: parts of different inner chunks never share
                 // output elements.
                 unsafe { out.scatter(&chunk, &inner_shape, &parts[i], &out_shape) }
             })
             .await?;
-            return Ok(());
+            return Ok(written + copied.iter().sum::<usize>());
         }
         let chunks = self.source.inner_chunks(self, key, &index, &wanted).await?;
-        futures::future::try_join_all(
-            chunks.into_iter().zip(parts).map(|(chunk, part)| {
-                self.scatter(chunk, inner_shape.clone(), part, out, out_shape)
-            }),
-        )
-        .await?;
-        Ok(())
+        let copied =
+            futures::future::try_join_all(chunks.into_iter().zip(parts).map(|(chunk, part)| {
+                self.scatter(Some(chunk), inner_shape.clone(), part, out, out_shape)
+            }))
+            .await?;
+        Ok(written + copied.iter().sum::<usize>())
     }
 }
 
