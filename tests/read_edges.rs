@@ -337,9 +337,10 @@ async fn chunks_not_stored_read_as_the_fill_value_whichever_way_the_read_goes() 
 
     let dir = tempfile::tempdir().unwrap();
     let h = Hierarchy::new(Store::local(dir.path()).unwrap());
-    let cached = h
-        .clone()
-        .with_source(Arc::new(CachedSource(ZarrCache::new(64 << 20, Recheck::Always))));
+    let cached = h.clone().with_source(Arc::new(CachedSource(ZarrCache::new(
+        64 << 20,
+        Recheck::Always,
+    ))));
     let (rows, cols) = (320u64, 256u64);
     let spec = |format: u8, chunks: [u64; 2], shards: Option<[u64; 2]>| {
         let mut s = ArraySpec::new(format, vec![rows, cols], DataType::Int32);
