@@ -323,11 +323,12 @@ fn writable_config() -> Config {
 }
 
 /// Parts of chunks that are not stored read as the fill value whichever
-/// way a read goes: chunk by chunk, small chunks loaded together, rows
-/// decoded out of Blosc chunks, and sharded (a shard not stored, inner
-/// chunks a shard does not hold), from the store and through the cache.
-/// The output is not filled before the copies, so each of these writes
-/// the fill value itself.
+/// way a read goes: chunk by chunk (parts large enough to be filled on the
+/// blocking pool too), small chunks loaded together, rows decoded out of
+/// Blosc chunks, and sharded (a shard not stored, inner chunks a shard
+/// does not hold), from the store and through the cache, for ranges,
+/// steps, index lists and points. The output is not filled before the
+/// copies, so each of these writes the fill value itself.
 #[tokio::test]
 async fn chunks_not_stored_read_as_the_fill_value_whichever_way_the_read_goes() {
     use std::sync::Arc;
@@ -341,7 +342,7 @@ async fn chunks_not_stored_read_as_the_fill_value_whichever_way_the_read_goes() 
         64 << 20,
         Recheck::Always,
     ))));
-    let (rows, cols) = (320u64, 256u64);
+    let (rows, cols) = (640u64, 256u64);
     let spec = |format: u8, chunks: [u64; 2], shards: Option<[u64; 2]>| {
         let mut s = ArraySpec::new(format, vec![rows, cols], DataType::Int32);
         s.chunks = Some(chunks.to_vec());
@@ -350,20 +351,46 @@ async fn chunks_not_stored_read_as_the_fill_value_whichever_way_the_read_goes() 
         s
     };
     let cases = [
-        // Chunks past the size loaded together: one at a time.
-        ("large", spec(3, [160, 128], None), [160u64, 128u64]),
+        // Chunks past the size loaded together, one at a time; a missing
+        // one's 320 KiB part is filled on the blocking pool.
+        ("large", spec(3, [320, 256], None), [320u64, 256u64]),
         // Small chunks, loaded several at a time.
         ("small", spec(2, [8, 8], None), [8, 8]),
         // Blosc (v2's default): a window of a few rows decodes only those.
         ("rows", spec(2, [64, 256], None), [64, 256]),
         ("sharded", spec(3, [40, 64], Some([160, 128])), [40, 64]),
     ];
+    let value = |r: u64, c: u64| (r * 1000 + c) as i32;
+    // Each selection with the coordinates it reads, in order.
+    let range = |a: u64, b: u64, step: usize| (a..b).step_by(step).collect::<Vec<u64>>();
+    let orthogonal = |select: &str, r: Vec<u64>, c: Vec<u64>| {
+        let cells = r
+            .iter()
+            .flat_map(|&r| c.iter().map(move |&c| (r, c)))
+            .collect();
+        (Selection::parse(select).unwrap(), cells)
+    };
+    let selections: Vec<(Selection, Vec<(u64, u64)>)> = vec![
+        orthogonal(":,:", range(0, rows, 1), range(0, cols, 1)),
+        orthogonal("3:600,5:250", range(3, 600, 1), range(5, 250, 1)),
+        orthogonal("2:5,1:200", range(2, 5, 1), range(1, 200, 1)),
+        orthogonal("330:331,:", vec![330], range(0, cols, 1)),
+        orthogonal("1:630:7,3:250:5", range(1, 630, 7), range(3, 250, 5)),
+        orthogonal(
+            "[600,2,39,350],[7,200,0]",
+            vec![600, 2, 39, 350],
+            vec![7, 200, 0],
+        ),
+        (
+            Selection::parse_points("[[0,0],[639,255],[5,63],[200,100],[5,63]]").unwrap(),
+            vec![(0, 0), (639, 255), (5, 63), (200, 100), (5, 63)],
+        ),
+    ];
     for (name, spec, written) in cases {
         let path = node_path(name).unwrap();
         let array = h.create_array(&path, &spec, false).await.unwrap();
         // One chunk (one inner chunk of one shard) written; the rest not stored.
         let [wr, wc] = written;
-        let value = |r: u64, c: u64| (r * 1000 + c) as i32;
         let region: Vec<u8> = (0..wr)
             .flat_map(|r| (0..wc).flat_map(move |c| value(r, c).to_le_bytes()))
             .collect();
@@ -377,37 +404,26 @@ async fn chunks_not_stored_read_as_the_fill_value_whichever_way_the_read_goes() 
             )
             .await
             .unwrap();
-        for select in ["0:320,0:256", "3:300,5:250", "2:5,1:200", "170:171,0:256"] {
-            let bounds: Vec<(u64, u64)> = select
-                .split(',')
-                .map(|d| {
-                    let (a, b) = d.split_once(':').unwrap();
-                    (a.parse().unwrap(), b.parse().unwrap())
+        for (selection, cells) in &selections {
+            let want: Vec<u8> = cells
+                .iter()
+                .flat_map(|&(r, c)| {
+                    let v = if r < wr && c < wc { value(r, c) } else { -7 };
+                    v.to_le_bytes()
                 })
                 .collect();
-            let want: Vec<u8> = (bounds[0].0..bounds[0].1)
-                .flat_map(|r| {
-                    (bounds[1].0..bounds[1].1).flat_map(move |c| {
-                        let v = if r < wr && c < wc { value(r, c) } else { -7 };
-                        v.to_le_bytes()
-                    })
-                })
-                .collect();
-            let selection = Selection::parse(select)
-                .unwrap()
-                .resolve(&[rows, cols])
-                .unwrap();
+            let resolved = selection.resolve(&[rows, cols]).unwrap();
             for (source, hierarchy) in [("store", &h), ("cache", &cached)] {
                 let got = hierarchy
                     .array(&path)
                     .await
                     .unwrap()
-                    .read(&selection)
+                    .read(&resolved)
                     .await
-                    .unwrap_or_else(|e| panic!("{name} {select} {source}: {e}"));
+                    .unwrap_or_else(|e| panic!("{name} {selection:?} {source}: {e}"));
                 assert!(
                     got == ArrayBytes::Fixed(want.clone()),
-                    "{name} {select} from the {source}"
+                    "{name} {selection:?} from the {source}"
                 );
             }
         }

@@ -102,29 +102,14 @@ impl Output {
         part: &ChunkPart,
         out_shape: &[usize],
     ) -> Result<usize> {
-        let mut fits = true;
-        let mut written = 0;
-        match part {
-            ChunkPart::Block(maps) => for_each_run(chunk_shape, out_shape, maps, |s, d, n| {
-                fits &= self.copy(chunk, s, d, n);
-                written += n;
-            }),
-            ChunkPart::Points(points) => {
-                let strides = crate::zarr::buffer::c_strides(chunk_shape);
-                for (out_pos, local) in points {
-                    let src: usize = local.iter().zip(&strides).map(|(i, s)| i * s).sum();
-                    fits &= self.copy(chunk, src, *out_pos, 1);
-                    written += 1;
-                }
-            }
-        }
-        if fits {
-            Ok(written)
-        } else {
-            Err(ZarrError::Internal(
+        self.each_run(chunk_shape, part, out_shape, |s, d, n| {
+            self.copy(chunk, s, d, n)
+        })
+        .ok_or_else(|| {
+            ZarrError::Internal(
                 "a chunk's part of the selection lies outside the chunk or the output".into(),
-            ))
-        }
+            )
+        })
     }
 
     /// Write the fill value into the elements of a part whose chunk is not
@@ -138,27 +123,39 @@ impl Output {
         part: &ChunkPart,
         out_shape: &[usize],
     ) -> Result<usize> {
+        self.each_run(chunk_shape, part, out_shape, |_, d, n| self.fill_run(d, n))
+            .ok_or_else(|| {
+                ZarrError::Internal("a part of the selection lies outside the output".into())
+            })
+    }
+
+    /// `write(s, d, n)` for each run of a part (`n` elements from `s` in
+    /// the chunk to `d` in the output); the number of elements, `None`
+    /// when a run did not fit.
+    fn each_run(
+        &self,
+        chunk_shape: &[usize],
+        part: &ChunkPart,
+        out_shape: &[usize],
+        mut write: impl FnMut(usize, usize, usize) -> bool,
+    ) -> Option<usize> {
         let mut fits = true;
         let mut written = 0;
         match part {
-            ChunkPart::Block(maps) => for_each_run(chunk_shape, out_shape, maps, |_, d, n| {
-                fits &= self.fill_run(d, n);
+            ChunkPart::Block(maps) => for_each_run(chunk_shape, out_shape, maps, |s, d, n| {
+                fits &= write(s, d, n);
                 written += n;
             }),
             ChunkPart::Points(points) => {
-                for (out_pos, _) in points {
-                    fits &= self.fill_run(*out_pos, 1);
+                let strides = crate::zarr::buffer::c_strides(chunk_shape);
+                for (out_pos, local) in points {
+                    let src: usize = local.iter().zip(&strides).map(|(i, s)| i * s).sum();
+                    fits &= write(src, *out_pos, 1);
                     written += 1;
                 }
             }
         }
-        if fits {
-            Ok(written)
-        } else {
-            Err(ZarrError::Internal(
-                "a part of the selection lies outside the output".into(),
-            ))
-        }
+        fits.then_some(written)
     }
 
     /// Copy elements `s..s + n` of `chunk` to elements `d..d + n` of the

@@ -369,19 +369,26 @@ impl Array {
         let index = self.source.shard_index(self, key).await?;
         // Inner chunks the shard does not hold (all, without a shard) are
         // filled; the rest are read.
-        let mut written = 0;
         let mut wanted = Vec::with_capacity(parts.len());
         let mut found = Vec::with_capacity(parts.len());
+        let mut missing = Vec::new();
         for (i, part) in parts {
             match index.as_ref().and_then(|index| index.range(*i)) {
                 Some(r) => {
                     wanted.push((*i, r));
                     found.push(part.clone());
                 }
-                // SAFETY: this inner chunk's part is no other's.
-                None => written += unsafe { out.fill(&inner_shape, part, out_shape) }?,
+                None => missing.push(part.clone()),
             }
         }
+        let written: usize = futures::future::try_join_all(
+            missing
+                .into_iter()
+                .map(|part| self.scatter(None, inner_shape.clone(), part, out, out_shape)),
+        )
+        .await?
+        .into_iter()
+        .sum();
         let (Some(index), false) = (index, wanted.is_empty()) else {
             return Ok(written);
         };
