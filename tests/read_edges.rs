@@ -429,3 +429,25 @@ async fn chunks_not_stored_read_as_the_fill_value_whichever_way_the_read_goes() 
         }
     }
 }
+
+/// A selection whose bytes do not fit the machine's addresses (callers
+/// bound sizes before reading; this is the engine's own guard) is an
+/// error naming why, not an overflow: a panic, or an empty answer.
+#[tokio::test]
+async fn a_selection_past_the_address_space_is_refused_before_any_reserving() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = Hierarchy::new(Store::local(dir.path()).unwrap());
+    // 2^62 elements of 16 bytes.
+    let side = 1u64 << 31;
+    let mut spec = ArraySpec::new(3, vec![side, side], DataType::Complex128);
+    spec.chunks = Some(vec![1 << 12, 1 << 12]);
+    let path = node_path("vast").unwrap();
+    let array = h.create_array(&path, &spec, false).await.unwrap();
+    let resolved = Selection::all().resolve(&[side, side]).unwrap();
+    let e = array.read(&resolved).await.unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("more bytes than this machine can address"),
+        "{e}"
+    );
+}

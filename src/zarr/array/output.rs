@@ -46,13 +46,13 @@ impl Output {
     /// `count` elements of `elem` bytes each (`elem` is 0 for
     /// variable-length data, and for zero-sized types, which have nothing to
     /// copy; their count is taken as given), `fill` being one element of
-    /// the fill value.
+    /// the fill value. `count * elem` must not overflow.
     pub(super) fn new(fill: &[u8], count: usize, elem: usize, variable: bool) -> Arc<Self> {
         let mut data = if variable {
             // Each element is its own `Vec`, which must exist to be replaced.
             ArrayBytes::filled(fill, count, true)
         } else {
-            ArrayBytes::Fixed(Vec::with_capacity(count.saturating_mul(elem)))
+            ArrayBytes::Fixed(Vec::with_capacity(count * elem))
         };
         let (fixed, variable) = match &mut data {
             ArrayBytes::Fixed(b) => (b.as_mut_ptr(), std::ptr::null_mut()),

@@ -23,9 +23,20 @@ impl Array {
     /// Read a resolved selection. The result has the selection's block shape
     /// (dropped dimensions kept as length 1) in C order.
     pub async fn read(&self, selection: &Resolved) -> Result<ArrayBytes> {
-        let n = selection.block_shape().iter().product::<usize>();
+        // Callers bound a selection's size before reading; one whose bytes
+        // this machine cannot even count is refused here rather than
+        // reserved.
+        let elem = self.elem_size();
+        let Some(n) = (selection.block_shape().iter())
+            .try_fold(1usize, |n, &d| n.checked_mul(d))
+            .filter(|n| n.checked_mul(elem).is_some())
+        else {
+            return Err(ZarrError::Selection(
+                "the selection holds more bytes than this machine can address".into(),
+            ));
+        };
         let fill = &self.chunk_repr.fill.0;
-        let out = Output::new(fill, n, self.elem_size(), self.meta.dtype.is_variable());
+        let out = Output::new(fill, n, elem, self.meta.dtype.is_variable());
         // Each way of reading says how many elements its parts wrote,
         // copied or filled: the output is only readable when that is all.
         let written = if n == 0 {
