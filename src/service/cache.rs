@@ -25,7 +25,7 @@ use crate::zarr::array::inflight::InFlight;
 use crate::zarr::array::source::{decode_chunk, fetch_inner_chunks, load_chunks, Direct, Settle};
 use crate::zarr::array::ChunkSource;
 use crate::zarr::codec::ShardIndex;
-use crate::zarr::{Array, ArrayBytes, Hierarchy, NodeMetadata, Result, ZarrError};
+use crate::zarr::{Array, ArrayBytes, Hierarchy, NodeMetadata, NodeSources, Result, ZarrError};
 
 /// Cache key: store key, its generation, and which part of the value.
 type Key = (String, u64, Part);
@@ -145,7 +145,7 @@ pub struct CacheStats {
 #[derive(Debug)]
 pub struct ZarrCache {
     chunks: Cache<Key, Arc<Entry>>,
-    metadata: Cache<String, (Arc<Node>, Instant)>,
+    metadata: Cache<String, Arc<CachedNode>>,
     generations: RwLock<HashMap<String, u64>>,
     /// Per path, how many keys at or below it were invalidated: what a
     /// value derived from a whole subtree (a thumbnail) is checked against.
@@ -523,27 +523,69 @@ impl ZarrCache {
             .await;
     }
 
-    /// Node metadata at `path`, cached as the recheck policy allows.
     /// The node at `path` with, for an array, its runtime array (codec
     /// chain built once), cached as the recheck policy allows. A recheck
-    /// that finds the same metadata keeps the runtime array it has.
+    /// asks the store whether the documents the node was found from are
+    /// unchanged (opening each, reading none) and reads them again only
+    /// when one is not; a read that finds the same metadata keeps the
+    /// runtime array it has.
     pub async fn node(&self, hierarchy: &Hierarchy, path: &StoreKey) -> Result<Arc<Node>> {
         let cached = self.metadata.get(path.as_str()).await;
-        if let Some((node, at)) = &cached {
-            if !self.due(*at) {
-                return Ok(node.clone());
+        if let Some(cached) = &cached {
+            if !self.due(cached.checked_at()) {
+                return Ok(cached.node.clone());
+            }
+            if let Some(sources) = &cached.sources {
+                if unchanged(hierarchy.store(), sources).await? {
+                    cached.checked_now();
+                    return Ok(cached.node.clone());
+                }
             }
         }
-        let meta = hierarchy.node(path).await?;
+        let (meta, sources) = hierarchy.node_with_sources(path).await?;
         let node = match cached {
-            Some((node, _)) if node.meta == meta => node,
+            Some(cached) if cached.node.meta == meta => cached.node.clone(),
             _ => Arc::new(Node::bind(hierarchy, path, meta)?),
         };
-        self.metadata
-            .insert(path.as_str().to_string(), (node.clone(), Instant::now()))
-            .await;
+        let kept = Arc::new(CachedNode {
+            node: node.clone(),
+            sources,
+            checked: Mutex::new(Instant::now()),
+        });
+        self.metadata.insert(path.as_str().to_string(), kept).await;
         Ok(node)
     }
+}
+
+/// A cached node, the documents it was found from, and when they were last
+/// found unchanged.
+#[derive(Debug)]
+struct CachedNode {
+    node: Arc<Node>,
+    sources: Option<NodeSources>,
+    checked: Mutex<Instant>,
+}
+
+impl CachedNode {
+    fn checked_at(&self) -> Instant {
+        *self.checked.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn checked_now(&self) {
+        *self.checked.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+    }
+}
+
+/// Whether every document a node was found from is as it was: each one
+/// found still has its ETag, and each one missing is still missing.
+async fn unchanged(store: &Store, sources: &NodeSources) -> std::result::Result<bool, StoreError> {
+    let answers = store.changed_since_many(sources).await?;
+    Ok(sources.iter().zip(&answers).all(|((_, e_tag), answer)| {
+        matches!(
+            (e_tag, answer),
+            (Some(_), Change::Unchanged) | (None, Change::Missing)
+        )
+    }))
 }
 
 /// The cache as the engine's chunk source.

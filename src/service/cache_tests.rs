@@ -247,3 +247,178 @@ fn small_and_missing_chunks_weigh_what_holding_them_costs() {
     let tagged = Entry::new(Value::Missing, Some("\"0123456789\"".to_string()));
     assert_eq!(tagged.weight(&key), missing.weight(&key) + 12);
 }
+
+/// A store counting the reads that return a value's bytes (not heads).
+#[derive(Debug)]
+struct CountedReads {
+    inner: object_store::memory::InMemory,
+    reads: std::sync::atomic::AtomicUsize,
+}
+
+impl std::fmt::Display for CountedReads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CountedReads({})", self.inner)
+    }
+}
+
+#[async_trait]
+impl object_store::ObjectStore for CountedReads {
+    async fn put_opts(
+        &self,
+        location: &object_store::path::Path,
+        payload: object_store::PutPayload,
+        opts: object_store::PutOptions,
+    ) -> object_store::Result<object_store::PutResult> {
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &object_store::path::Path,
+        opts: object_store::PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn object_store::MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(
+        &self,
+        location: &object_store::path::Path,
+        options: object_store::GetOptions,
+    ) -> object_store::Result<object_store::GetResult> {
+        if !options.head {
+            self.reads.fetch_add(1, Ordering::SeqCst);
+        }
+        self.inner.get_opts(location, options).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: futures::stream::BoxStream<
+            'static,
+            object_store::Result<object_store::path::Path>,
+        >,
+    ) -> futures::stream::BoxStream<'static, object_store::Result<object_store::path::Path>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(
+        &self,
+        prefix: Option<&object_store::path::Path>,
+    ) -> futures::stream::BoxStream<'static, object_store::Result<object_store::ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    async fn list_with_delimiter(
+        &self,
+        prefix: Option<&object_store::path::Path>,
+    ) -> object_store::Result<object_store::ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(
+        &self,
+        from: &object_store::path::Path,
+        to: &object_store::path::Path,
+        options: object_store::CopyOptions,
+    ) -> object_store::Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+}
+
+/// With `--recheck-cached always`, a cached node is rechecked by asking
+/// about the documents it was found from: none is read again while all are
+/// unchanged, and any change to one (a document replaced, removed, or
+/// appearing where none was) reads the node again.
+#[tokio::test]
+async fn a_node_is_rechecked_by_the_versions_of_its_documents() {
+    let counted = Arc::new(CountedReads {
+        inner: object_store::memory::InMemory::new(),
+        reads: Default::default(),
+    });
+    let store = Store::new(counted.clone(), "counted");
+    let key = |k: &str| StoreKey::new(k).unwrap();
+    let put = |k: &'static str, doc: serde_json::Value| {
+        let store = store.clone();
+        async move {
+            let bytes = Bytes::from(serde_json::to_vec(&doc).unwrap());
+            store.put(&StoreKey::new(k).unwrap(), bytes).await.unwrap();
+        }
+    };
+    let v3 = |shape: u64| {
+        serde_json::json!({"zarr_format": 3, "node_type": "array", "shape": [shape],
+            "data_type": "float32", "fill_value": 0.0, "attributes": {},
+            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}},
+            "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+            "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}]})
+    };
+    let zarray = serde_json::json!({"zarr_format": 2, "shape": [4], "chunks": [2],
+        "dtype": "<f4", "compressor": null, "fill_value": 0.0, "order": "C", "filters": null});
+    put("a/zarr.json", v3(4)).await;
+    put("b/.zarray", zarray.clone()).await;
+    put("b/.zattrs", serde_json::json!({"units": "m"})).await;
+    put("g/x/zarr.json", v3(4)).await;
+
+    let hierarchy = Hierarchy::new(store.clone());
+    let cache = ZarrCache::new(1 << 20, Recheck::Always);
+    let reads = || counted.reads.swap(0, Ordering::SeqCst);
+    let node = |path: &'static str| {
+        let (cache, hierarchy) = (cache.clone(), hierarchy.clone());
+        async move { cache.node(&hierarchy, &key(path)).await }
+    };
+    let shape = |n: &Node| match &n.meta {
+        NodeMetadata::Array(m) => m.shape.clone(),
+        NodeMetadata::Group(_) => panic!("a group"),
+    };
+    let attrs = |n: &Node| match &n.meta {
+        NodeMetadata::Array(m) => m.attributes.clone(),
+        NodeMetadata::Group(g) => g.attributes.clone(),
+    };
+
+    // v3: one document; rechecks read nothing while it stays.
+    let first = node("a").await.unwrap();
+    assert!(reads() > 0);
+    for _ in 0..3 {
+        assert!(Arc::ptr_eq(&node("a").await.unwrap(), &first));
+    }
+    assert_eq!(
+        reads(),
+        0,
+        "an unchanged node's documents are not read again"
+    );
+    put("a/zarr.json", v3(6)).await;
+    assert_eq!(shape(&node("a").await.unwrap()), vec![6]);
+    assert!(reads() > 0);
+
+    // v2: the array's attributes are a document of their own.
+    assert_eq!(attrs(&node("b").await.unwrap())["units"], "m");
+    reads();
+    node("b").await.unwrap();
+    assert_eq!(reads(), 0);
+    put("b/.zattrs", serde_json::json!({"units": "km"})).await;
+    assert_eq!(attrs(&node("b").await.unwrap())["units"], "km");
+    store.delete(&key("b/.zattrs")).await.unwrap();
+    assert!(attrs(&node("b").await.unwrap()).is_empty());
+    // A v3 document appearing beside the v2 ones decides the node now.
+    put("b/zarr.json", v3(8)).await;
+    let b = node("b").await.unwrap();
+    assert_eq!(shape(&b), vec![8]);
+    // Gone: every document removed.
+    for doc in ["b/zarr.json", "b/.zarray"] {
+        store.delete(&key(doc)).await.unwrap();
+    }
+    assert!(
+        node("b").await.is_err(),
+        "a node whose documents went is gone"
+    );
+
+    // An implicit group is found by listing, so it is read every time.
+    let g = node("g").await.unwrap();
+    assert!(matches!(&g.meta, NodeMetadata::Group(m) if m.implicit));
+    put(
+        "g/zarr.json",
+        serde_json::json!({"zarr_format": 3, "node_type": "group",
+        "attributes": {"title": "G"}}),
+    )
+    .await;
+    assert_eq!(attrs(&node("g").await.unwrap())["title"], "G");
+}

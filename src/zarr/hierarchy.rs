@@ -32,6 +32,29 @@ fn doc_key(path: &StoreKey, name: &str) -> Result<StoreKey> {
     Ok(path.join(name)?)
 }
 
+/// The documents a node was read from, in the order they were looked for,
+/// each with the ETag it had (`None`: looked for and not there). While
+/// every one is unchanged the node is the same, so a cache can ask the
+/// store about them instead of reading and parsing them again.
+pub type NodeSources = Vec<(StoreKey, Option<String>)>;
+
+/// A document and the version it was read at.
+struct Doc {
+    key: StoreKey,
+    value: Option<Value>,
+    e_tag: Option<String>,
+}
+
+/// What decided a node, unless a document it found has no ETag.
+fn sources(read: Vec<Doc>) -> Option<NodeSources> {
+    read.into_iter()
+        .map(|d| match (d.value, d.e_tag) {
+            (Some(_), None) => None,
+            (_, e_tag) => Some((d.key, e_tag)),
+        })
+        .collect()
+}
+
 /// What to create: the fields of `PUT /api/v1/meta` and of `zarr.create_array`.
 #[derive(Debug, Clone)]
 pub struct ArraySpec {
@@ -179,61 +202,85 @@ impl Hierarchy {
         &self.store
     }
 
-    pub(crate) async fn read_doc(&self, key: &StoreKey) -> Result<Option<Value>> {
-        match self.store.get(key).await? {
-            Some(bytes) => Ok(Some(parse_json(key.as_str(), &bytes)?)),
-            None => Ok(None),
-        }
+    /// The document at `key`, parsed, with its ETag.
+    async fn read_doc(&self, key: StoreKey) -> Result<Doc> {
+        let (value, e_tag) = match self.store.get_versioned(&key).await? {
+            Some(v) => (
+                Some(parse_json(key.as_str(), &v.bytes)?),
+                v.meta.version.e_tag,
+            ),
+            None => (None, None),
+        };
+        Ok(Doc { key, value, e_tag })
     }
 
     /// The node at `path`, from its own documents (or an implicit group).
     pub async fn node(&self, path: &StoreKey) -> Result<NodeMetadata> {
-        let zarr_json = doc_key(path, "zarr.json")?;
-        if let Some(doc) = self.read_doc(&zarr_json).await? {
-            return v3::parse(zarr_json.as_str(), &doc);
+        Ok(self.node_with_sources(path).await?.0)
+    }
+
+    /// The node at `path` and the documents it was found from
+    /// ([`NodeSources`]; `None` when they do not decide it: an implicit
+    /// group is found by listing, and a document without an ETag cannot
+    /// be asked about later).
+    pub async fn node_with_sources(
+        &self,
+        path: &StoreKey,
+    ) -> Result<(NodeMetadata, Option<NodeSources>)> {
+        let mut read = Vec::with_capacity(5);
+        let zarr_json = self.read_doc(doc_key(path, "zarr.json")?).await?;
+        if let Some(doc) = &zarr_json.value {
+            let meta = v3::parse(zarr_json.key.as_str(), doc)?;
+            read.push(zarr_json);
+            return Ok((meta, sources(read)));
         }
-        let (zarray_key, zgroup_key, zattrs_key) = (
-            doc_key(path, ".zarray")?,
-            doc_key(path, ".zgroup")?,
-            doc_key(path, ".zattrs")?,
-        );
+        read.push(zarr_json);
         let (zarray, zgroup, zattrs) = try_join3(
-            self.read_doc(&zarray_key),
-            self.read_doc(&zgroup_key),
-            self.read_doc(&zattrs_key),
+            self.read_doc(doc_key(path, ".zarray")?),
+            self.read_doc(doc_key(path, ".zgroup")?),
+            self.read_doc(doc_key(path, ".zattrs")?),
         )
         .await?;
-        if let Some(doc) = zarray {
-            return Ok(NodeMetadata::Array(Box::new(v2::parse_array(
-                zarray_key.as_str(),
-                &doc,
-                zattrs.as_ref(),
-            )?)));
+        if let Some(doc) = &zarray.value {
+            let meta = NodeMetadata::Array(Box::new(v2::parse_array(
+                zarray.key.as_str(),
+                doc,
+                zattrs.value.as_ref(),
+            )?));
+            read.extend([zarray, zgroup, zattrs]);
+            return Ok((meta, sources(read)));
         }
-        if let Some(doc) = zgroup {
-            let mut group = v2::parse_group(zgroup_key.as_str(), &doc, zattrs.as_ref())?;
-            let zmetadata = doc_key(path, ".zmetadata")?;
-            if let Some(doc) = self.read_doc(&zmetadata).await? {
-                group.consolidated = Some(v2::parse_consolidated(zmetadata.as_str(), &doc)?);
+        if let Some(doc) = &zgroup.value {
+            let mut group = v2::parse_group(zgroup.key.as_str(), doc, zattrs.value.as_ref())?;
+            let zmetadata = self.read_doc(doc_key(path, ".zmetadata")?).await?;
+            if let Some(doc) = &zmetadata.value {
+                group.consolidated = Some(v2::parse_consolidated(zmetadata.key.as_str(), doc)?);
             }
-            return Ok(NodeMetadata::Group(group));
+            read.extend([zarray, zgroup, zattrs, zmetadata]);
+            return Ok((NodeMetadata::Group(group), sources(read)));
         }
-        let meta_key = doc_key(path, "meta")?;
-        if let Some(doc) = self.read_doc(&meta_key).await? {
-            let attrs = self.read_doc(&doc_key(path, "attrs")?).await?;
-            return Ok(NodeMetadata::Array(Box::new(v1::parse(
-                meta_key.as_str(),
-                &doc,
-                attrs.as_ref(),
-            )?)));
+        read.extend([zarray, zgroup, zattrs]);
+        let meta = self.read_doc(doc_key(path, "meta")?).await?;
+        if let Some(doc) = &meta.value {
+            let attrs = self.read_doc(doc_key(path, "attrs")?).await?;
+            let node = NodeMetadata::Array(Box::new(v1::parse(
+                meta.key.as_str(),
+                doc,
+                attrs.value.as_ref(),
+            )?));
+            read.extend([meta, attrs]);
+            return Ok((node, sources(read)));
         }
         let listing = self.store.list_dir(path).await?;
         if path.is_root() || !listing.prefixes.is_empty() || !listing.keys.is_empty() {
-            return Ok(NodeMetadata::Group(GroupMetadata {
-                zarr_format: 3,
-                implicit: true,
-                ..Default::default()
-            }));
+            return Ok((
+                NodeMetadata::Group(GroupMetadata {
+                    zarr_format: 3,
+                    implicit: true,
+                    ..Default::default()
+                }),
+                None,
+            ));
         }
         Err(ZarrError::NodeNotFound {
             path: path.to_string(),

@@ -19,6 +19,6 @@ pub use array::Array;
 pub use buffer::ArrayBytes;
 pub use dtype::{DataType, Endian};
 pub use error::{Result, ZarrError};
-pub use hierarchy::{ArraySpec, Hierarchy};
+pub use hierarchy::{ArraySpec, Hierarchy, NodeSources};
 pub use metadata::{ArrayMetadata, GroupMetadata, NodeMetadata};
 pub use selection::{Resolved, Selection};
