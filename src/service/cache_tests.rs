@@ -394,6 +394,10 @@ async fn a_node_is_rechecked_by_the_versions_of_its_documents() {
     reads();
     node("b").await.unwrap();
     assert_eq!(reads(), 0);
+    // `.zarray` wins over a `.zgroup` beside it: nothing to read again.
+    put("b/.zgroup", serde_json::json!({"zarr_format": 2})).await;
+    assert_eq!(shape(&node("b").await.unwrap()), vec![4]);
+    assert_eq!(reads(), 0);
     put("b/.zattrs", serde_json::json!({"units": "km"})).await;
     assert_eq!(attrs(&node("b").await.unwrap())["units"], "km");
     store.delete(&key("b/.zattrs")).await.unwrap();
@@ -403,7 +407,7 @@ async fn a_node_is_rechecked_by_the_versions_of_its_documents() {
     let b = node("b").await.unwrap();
     assert_eq!(shape(&b), vec![8]);
     // Gone: every document removed.
-    for doc in ["b/zarr.json", "b/.zarray"] {
+    for doc in ["b/zarr.json", "b/.zarray", "b/.zgroup"] {
         store.delete(&key(doc)).await.unwrap();
     }
     assert!(

@@ -247,7 +247,9 @@ impl Hierarchy {
                 doc,
                 zattrs.value.as_ref(),
             )?));
-            read.extend([zarray, zgroup, zattrs]);
+            // `.zarray` wins over a `.zgroup` beside it, so that one's
+            // state does not decide the node.
+            read.extend([zarray, zattrs]);
             return Ok((meta, sources(read)));
         }
         if let Some(doc) = &zgroup.value {
