@@ -580,12 +580,13 @@ impl CachedNode {
 /// found still has its ETag, and each one missing is still missing.
 async fn unchanged(store: &Store, sources: &NodeSources) -> std::result::Result<bool, StoreError> {
     let answers = store.changed_since_many(sources).await?;
-    Ok(sources.iter().zip(&answers).all(|((_, e_tag), answer)| {
-        matches!(
-            (e_tag, answer),
-            (Some(_), Change::Unchanged) | (None, Change::Missing)
-        )
-    }))
+    Ok(answers.len() == sources.len()
+        && sources.iter().zip(&answers).all(|((_, e_tag), answer)| {
+            matches!(
+                (e_tag, answer),
+                (Some(_), Change::Unchanged) | (None, Change::Missing)
+            )
+        }))
 }
 
 /// The cache as the engine's chunk source.

@@ -325,6 +325,34 @@ impl object_store::ObjectStore for CountedReads {
     }
 }
 
+/// A v3 array's document (its shape `shape`).
+fn v3_array(shape: u64) -> serde_json::Value {
+    serde_json::json!({"zarr_format": 3, "node_type": "array", "shape": [shape],
+        "data_type": "float32", "fill_value": 0.0, "attributes": {},
+        "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}},
+        "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
+        "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}]})
+}
+
+fn shape_of(n: &Node) -> Vec<u64> {
+    match &n.meta {
+        NodeMetadata::Array(m) => m.shape.clone(),
+        NodeMetadata::Group(_) => panic!("a group"),
+    }
+}
+
+fn attrs_of(n: &Node) -> serde_json::Map<String, serde_json::Value> {
+    match &n.meta {
+        NodeMetadata::Array(m) => m.attributes.clone(),
+        NodeMetadata::Group(g) => g.attributes.clone(),
+    }
+}
+
+/// Long enough for a document to be trusted by its ETag.
+async fn settle() {
+    tokio::time::sleep(std::time::Duration::from_millis(2_100)).await;
+}
+
 /// With `--recheck-cached always`, a cached node is rechecked by asking
 /// about the documents it was found from: none is read again while all are
 /// unchanged, and any change to one (a document replaced, removed, or
@@ -344,19 +372,24 @@ async fn a_node_is_rechecked_by_the_versions_of_its_documents() {
             store.put(&StoreKey::new(k).unwrap(), bytes).await.unwrap();
         }
     };
-    let v3 = |shape: u64| {
-        serde_json::json!({"zarr_format": 3, "node_type": "array", "shape": [shape],
-            "data_type": "float32", "fill_value": 0.0, "attributes": {},
-            "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}},
-            "chunk_key_encoding": {"name": "default", "configuration": {"separator": "/"}},
-            "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}]})
-    };
     let zarray = serde_json::json!({"zarr_format": 2, "shape": [4], "chunks": [2],
         "dtype": "<f4", "compressor": null, "fill_value": 0.0, "order": "C", "filters": null});
-    put("a/zarr.json", v3(4)).await;
+    let consolidated = |names: &[&str]| {
+        let mut metadata = serde_json::Map::new();
+        metadata.insert(".zgroup".into(), serde_json::json!({"zarr_format": 2}));
+        for name in names {
+            metadata.insert(format!("{name}/.zarray"), zarray.clone());
+        }
+        serde_json::json!({"zarr_consolidated_format": 1, "metadata": metadata})
+    };
+    put("a/zarr.json", v3_array(4)).await;
     put("b/.zarray", zarray.clone()).await;
     put("b/.zattrs", serde_json::json!({"units": "m"})).await;
-    put("g/x/zarr.json", v3(4)).await;
+    put("c/.zgroup", serde_json::json!({"zarr_format": 2})).await;
+    put("c/.zmetadata", consolidated(&["x"])).await;
+    put("g/x/zarr.json", v3_array(4)).await;
+    put("h/y/zarr.json", v3_array(4)).await;
+    settle().await;
 
     let hierarchy = Hierarchy::new(store.clone());
     let cache = ZarrCache::new(1 << 20, Recheck::Always);
@@ -364,14 +397,6 @@ async fn a_node_is_rechecked_by_the_versions_of_its_documents() {
     let node = |path: &'static str| {
         let (cache, hierarchy) = (cache.clone(), hierarchy.clone());
         async move { cache.node(&hierarchy, &key(path)).await }
-    };
-    let shape = |n: &Node| match &n.meta {
-        NodeMetadata::Array(m) => m.shape.clone(),
-        NodeMetadata::Group(_) => panic!("a group"),
-    };
-    let attrs = |n: &Node| match &n.meta {
-        NodeMetadata::Array(m) => m.attributes.clone(),
-        NodeMetadata::Group(g) => g.attributes.clone(),
     };
 
     // v3: one document; rechecks read nothing while it stays.
@@ -385,27 +410,34 @@ async fn a_node_is_rechecked_by_the_versions_of_its_documents() {
         0,
         "an unchanged node's documents are not read again"
     );
-    put("a/zarr.json", v3(6)).await;
-    assert_eq!(shape(&node("a").await.unwrap()), vec![6]);
-    assert!(reads() > 0);
+    put("a/zarr.json", v3_array(6)).await;
+    assert_eq!(shape_of(&node("a").await.unwrap()), vec![6]);
+    // Just changed, it may change again within its ETag's tick: it is read
+    // at every recheck until it has settled.
+    reads();
+    node("a").await.unwrap();
+    assert!(reads() > 0, "a document changed just now is read again");
 
     // v2: the array's attributes are a document of their own.
-    assert_eq!(attrs(&node("b").await.unwrap())["units"], "m");
+    assert_eq!(attrs_of(&node("b").await.unwrap())["units"], "m");
     reads();
     node("b").await.unwrap();
     assert_eq!(reads(), 0);
-    // `.zarray` wins over a `.zgroup` beside it: nothing to read again.
-    put("b/.zgroup", serde_json::json!({"zarr_format": 2})).await;
-    assert_eq!(shape(&node("b").await.unwrap()), vec![4]);
+    // `.zarray` wins over a `.zgroup` beside it, which is neither read
+    // again on a recheck nor parsed on a read (a broken one fails neither).
+    store
+        .put(&key("b/.zgroup"), Bytes::from_static(b"{not json"))
+        .await
+        .unwrap();
+    assert_eq!(shape_of(&node("b").await.unwrap()), vec![4]);
     assert_eq!(reads(), 0);
     put("b/.zattrs", serde_json::json!({"units": "km"})).await;
-    assert_eq!(attrs(&node("b").await.unwrap())["units"], "km");
+    assert_eq!(attrs_of(&node("b").await.unwrap())["units"], "km");
     store.delete(&key("b/.zattrs")).await.unwrap();
-    assert!(attrs(&node("b").await.unwrap()).is_empty());
+    assert!(attrs_of(&node("b").await.unwrap()).is_empty());
     // A v3 document appearing beside the v2 ones decides the node now.
-    put("b/zarr.json", v3(8)).await;
-    let b = node("b").await.unwrap();
-    assert_eq!(shape(&b), vec![8]);
+    put("b/zarr.json", v3_array(8)).await;
+    assert_eq!(shape_of(&node("b").await.unwrap()), vec![8]);
     // Gone: every document removed.
     for doc in ["b/zarr.json", "b/.zarray", "b/.zgroup"] {
         store.delete(&key(doc)).await.unwrap();
@@ -415,7 +447,20 @@ async fn a_node_is_rechecked_by_the_versions_of_its_documents() {
         "a node whose documents went is gone"
     );
 
-    // An implicit group is found by listing, so it is read every time.
+    // A v2 group's consolidated metadata is one of its sources.
+    let members = |n: &Node| match &n.meta {
+        NodeMetadata::Group(g) => g.consolidated.as_ref().map_or(0, Vec::len),
+        NodeMetadata::Array(_) => panic!("an array"),
+    };
+    assert_eq!(members(&node("c").await.unwrap()), 2);
+    reads();
+    node("c").await.unwrap();
+    assert_eq!(reads(), 0);
+    put("c/.zmetadata", consolidated(&["x", "y"])).await;
+    assert_eq!(members(&node("c").await.unwrap()), 3);
+
+    // An implicit group is found by listing, so it is looked up every time:
+    // a document appearing, or its last child going, is seen.
     let g = node("g").await.unwrap();
     assert!(matches!(&g.meta, NodeMetadata::Group(m) if m.implicit));
     put(
@@ -424,5 +469,59 @@ async fn a_node_is_rechecked_by_the_versions_of_its_documents() {
         "attributes": {"title": "G"}}),
     )
     .await;
-    assert_eq!(attrs(&node("g").await.unwrap())["title"], "G");
+    assert_eq!(attrs_of(&node("g").await.unwrap())["title"], "G");
+    assert!(node("h").await.is_ok());
+    store.delete(&key("h/y/zarr.json")).await.unwrap();
+    assert!(
+        node("h").await.is_err(),
+        "an implicit group left empty is gone"
+    );
+}
+
+/// The same rechecks on a directory, whose files' ETags hold their
+/// modification times: a document replaced or rewritten in place is seen,
+/// also when rewritten again at once (within its modification time's tick).
+#[tokio::test]
+async fn a_node_changed_in_a_directory_behind_the_cache_is_seen() {
+    let dir = tempfile::tempdir().unwrap();
+    let write = |name: &str, doc: &serde_json::Value| {
+        let path = dir.path().join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, serde_json::to_vec(doc).unwrap()).unwrap();
+    };
+    write("a/zarr.json", &v3_array(4));
+    write(
+        "b/.zarray",
+        &serde_json::json!({"zarr_format": 2, "shape": [4], "chunks": [2], "dtype": "<f4",
+            "compressor": null, "fill_value": 0.0, "order": "C", "filters": null}),
+    );
+    write("b/.zattrs", &serde_json::json!({"units": "m"}));
+    settle().await;
+    let hierarchy = Hierarchy::new(Store::local(dir.path()).unwrap());
+    let cache = ZarrCache::new(1 << 20, Recheck::Always);
+    let node = |path: &'static str| {
+        let (cache, hierarchy) = (cache.clone(), hierarchy.clone());
+        async move {
+            let path = StoreKey::new(path).unwrap();
+            cache.node(&hierarchy, &path).await.unwrap()
+        }
+    };
+    assert_eq!(shape_of(&*node("a").await), vec![4]);
+    // In place (same file, same size), then again straight away.
+    write("a/zarr.json", &v3_array(5));
+    assert_eq!(shape_of(&*node("a").await), vec![5]);
+    write("a/zarr.json", &v3_array(6));
+    assert_eq!(shape_of(&*node("a").await), vec![6]);
+    // Replaced by a rename, as writers that never leave a file half
+    // written do.
+    let new = dir.path().join("a/zarr.json.new");
+    std::fs::write(&new, serde_json::to_vec(&v3_array(7)).unwrap()).unwrap();
+    std::fs::rename(&new, dir.path().join("a/zarr.json")).unwrap();
+    assert_eq!(shape_of(&*node("a").await), vec![7]);
+
+    assert_eq!(attrs_of(&*node("b").await)["units"], "m");
+    std::fs::remove_file(dir.path().join("b/.zattrs")).unwrap();
+    assert!(attrs_of(&*node("b").await).is_empty());
+    write("b/.zattrs", &serde_json::json!({"units": "km"}));
+    assert_eq!(attrs_of(&*node("b").await)["units"], "km");
 }

@@ -2,6 +2,7 @@
 //! the tree, and the operations that change it (create, attributes, resize,
 //! append, delete).
 
+use bytes::Bytes;
 use futures::future::try_join3;
 use serde_json::{json, Map, Value};
 
@@ -38,19 +39,43 @@ fn doc_key(path: &StoreKey, name: &str) -> Result<StoreKey> {
 /// store about them instead of reading and parsing them again.
 pub type NodeSources = Vec<(StoreKey, Option<String>)>;
 
-/// A document and the version it was read at.
+/// A document as read, with the version it was read at.
 struct Doc {
     key: StoreKey,
-    value: Option<Value>,
+    bytes: Option<Bytes>,
     e_tag: Option<String>,
+    /// Last modified long enough before it was read that a change since
+    /// shows in its ETag ([`SETTLED_AFTER_MS`]).
+    settled: bool,
 }
 
-/// What decided a node, unless a document it found has no ETag.
+impl Doc {
+    /// The document parsed (`None`: not there). Parsed only where it
+    /// decides the node, so one that does not cannot fail it.
+    fn value(&self) -> Result<Option<Value>> {
+        self.bytes
+            .as_ref()
+            .map(|b| parse_json(self.key.as_str(), b))
+            .transpose()
+    }
+}
+
+/// A document changed less than this long before it was read may change
+/// again without its ETag changing: a local file's ETag holds its
+/// modification time, which file systems advance in ticks (up to 2 s on
+/// FAT; HTTP's `Last-Modified` and nginx's ETags count whole seconds).
+/// Such a document is read again at the next recheck rather than trusted
+/// by its ETag, as git treats files changed within its index's timestamp.
+const SETTLED_AFTER_MS: i64 = 2_000;
+
+/// What decided a node, unless a document it found has no ETag or was
+/// changed too recently for its ETag to be trusted.
 fn sources(read: Vec<Doc>) -> Option<NodeSources> {
     read.into_iter()
-        .map(|d| match (d.value, d.e_tag) {
-            (Some(_), None) => None,
-            (_, e_tag) => Some((d.key, e_tag)),
+        .map(|d| match (d.bytes, d.e_tag) {
+            (Some(_), Some(e_tag)) if d.settled => Some((d.key, Some(e_tag))),
+            (Some(_), _) => None,
+            (None, _) => Some((d.key, None)),
         })
         .collect()
 }
@@ -202,16 +227,27 @@ impl Hierarchy {
         &self.store
     }
 
-    /// The document at `key`, parsed, with its ETag.
+    /// The document at `key`, with its ETag.
     async fn read_doc(&self, key: StoreKey) -> Result<Doc> {
-        let (value, e_tag) = match self.store.get_versioned(&key).await? {
-            Some(v) => (
-                Some(parse_json(key.as_str(), &v.bytes)?),
-                v.meta.version.e_tag,
-            ),
-            None => (None, None),
-        };
-        Ok(Doc { key, value, e_tag })
+        Ok(match self.store.get_versioned(&key).await? {
+            Some(v) => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_millis() as i64);
+                Doc {
+                    key,
+                    bytes: Some(v.bytes),
+                    e_tag: v.meta.version.e_tag,
+                    settled: now.saturating_sub(v.meta.last_modified.millis()) >= SETTLED_AFTER_MS,
+                }
+            }
+            None => Doc {
+                key,
+                bytes: None,
+                e_tag: None,
+                settled: true,
+            },
+        })
     }
 
     /// The node at `path`, from its own documents (or an implicit group).
@@ -229,8 +265,8 @@ impl Hierarchy {
     ) -> Result<(NodeMetadata, Option<NodeSources>)> {
         let mut read = Vec::with_capacity(5);
         let zarr_json = self.read_doc(doc_key(path, "zarr.json")?).await?;
-        if let Some(doc) = &zarr_json.value {
-            let meta = v3::parse(zarr_json.key.as_str(), doc)?;
+        if let Some(doc) = zarr_json.value()? {
+            let meta = v3::parse(zarr_json.key.as_str(), &doc)?;
             read.push(zarr_json);
             return Ok((meta, sources(read)));
         }
@@ -241,34 +277,35 @@ impl Hierarchy {
             self.read_doc(doc_key(path, ".zattrs")?),
         )
         .await?;
-        if let Some(doc) = &zarray.value {
+        let attrs = zattrs.value()?;
+        if let Some(doc) = zarray.value()? {
             let meta = NodeMetadata::Array(Box::new(v2::parse_array(
                 zarray.key.as_str(),
-                doc,
-                zattrs.value.as_ref(),
+                &doc,
+                attrs.as_ref(),
             )?));
-            // `.zarray` wins over a `.zgroup` beside it, so that one's
-            // state does not decide the node.
+            // `.zarray` wins over a `.zgroup` beside it, which is neither
+            // parsed nor a source of the node.
             read.extend([zarray, zattrs]);
             return Ok((meta, sources(read)));
         }
-        if let Some(doc) = &zgroup.value {
-            let mut group = v2::parse_group(zgroup.key.as_str(), doc, zattrs.value.as_ref())?;
+        if let Some(doc) = zgroup.value()? {
+            let mut group = v2::parse_group(zgroup.key.as_str(), &doc, attrs.as_ref())?;
             let zmetadata = self.read_doc(doc_key(path, ".zmetadata")?).await?;
-            if let Some(doc) = &zmetadata.value {
-                group.consolidated = Some(v2::parse_consolidated(zmetadata.key.as_str(), doc)?);
+            if let Some(doc) = zmetadata.value()? {
+                group.consolidated = Some(v2::parse_consolidated(zmetadata.key.as_str(), &doc)?);
             }
             read.extend([zarray, zgroup, zattrs, zmetadata]);
             return Ok((NodeMetadata::Group(group), sources(read)));
         }
         read.extend([zarray, zgroup, zattrs]);
         let meta = self.read_doc(doc_key(path, "meta")?).await?;
-        if let Some(doc) = &meta.value {
+        if let Some(doc) = meta.value()? {
             let attrs = self.read_doc(doc_key(path, "attrs")?).await?;
             let node = NodeMetadata::Array(Box::new(v1::parse(
                 meta.key.as_str(),
-                doc,
-                attrs.value.as_ref(),
+                &doc,
+                attrs.value()?.as_ref(),
             )?));
             read.extend([meta, attrs]);
             return Ok((node, sources(read)));
