@@ -154,6 +154,24 @@ fn read_only() -> object_store::Error {
     ))
 }
 
+/// What tells versions of a target apart: its ETag, or, from a store that
+/// gives none (an HTTP server without ETags), its modification time and
+/// size, as HTTP caches fall back to `Last-Modified`.
+fn target_version(target: &ObjectMeta) -> Vec<u8> {
+    match &target.e_tag {
+        Some(e_tag) => e_tag.as_bytes().to_vec(),
+        None => {
+            let mut v = target
+                .last_modified
+                .timestamp_micros()
+                .to_le_bytes()
+                .to_vec();
+            v.extend_from_slice(&target.size.to_le_bytes());
+            v
+        }
+    }
+}
+
 /// A validator that changes when the reference or its target does.
 fn etag(parts: &[&[u8]]) -> String {
     let mut h = Sha256::new();
@@ -275,10 +293,7 @@ impl References {
                     location,
                     last_modified: target.last_modified,
                     size: target.size,
-                    e_tag: Some(etag(&[
-                        url.as_bytes(),
-                        target.e_tag.as_deref().unwrap_or("").as_bytes(),
-                    ])),
+                    e_tag: Some(etag(&[url.as_bytes(), &target_version(&target)])),
                     version: None,
                 })
             }
@@ -312,7 +327,7 @@ impl References {
                 url.as_bytes(),
                 &offset.to_le_bytes(),
                 &length.to_le_bytes(),
-                target.e_tag.as_deref().unwrap_or("").as_bytes(),
+                &target_version(target),
             ])),
             version: None,
         })

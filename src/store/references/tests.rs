@@ -236,3 +236,33 @@ async fn a_range_starting_past_the_end_of_its_target_is_a_broken_reference() {
         );
     }
 }
+
+/// A target whose store gives no ETag (an HTTP server without them) is
+/// told apart by its modification time and size: a key's validator
+/// changes when either does, so a cache revalidating by it sees the change.
+#[test]
+fn validators_follow_targets_without_etags_by_time_and_size() {
+    let refs = super::References::parse(
+        json!({"version": 1, "refs": {"k": ["data.bin", 0, 4]}})
+            .to_string()
+            .as_bytes(),
+        "file:///data/refs.json",
+        &[],
+    )
+    .unwrap();
+    let target = |seconds: i64, size: u64| object_store::ObjectMeta {
+        location: object_store::path::Path::from("data/data.bin"),
+        last_modified: chrono::DateTime::from_timestamp(seconds, 0).unwrap(),
+        size,
+        e_tag: None,
+        version: None,
+    };
+    let tag = |t: &object_store::ObjectMeta| {
+        let url = "file:///data/data.bin";
+        refs.ranged_meta("k", url, 0, 4, t).unwrap().e_tag.unwrap()
+    };
+    let first = tag(&target(1_700_000_000, 300));
+    assert_eq!(tag(&target(1_700_000_000, 300)), first);
+    assert_ne!(tag(&target(1_700_000_001, 300)), first, "modified later");
+    assert_ne!(tag(&target(1_700_000_000, 301)), first, "another size");
+}
