@@ -531,6 +531,9 @@ async fn meta_and_tree() {
 #[tokio::test]
 async fn cache_hits_and_revalidates_external_writes() {
     let (store, _) = fixture().await;
+    // Values changed less than 2 s before they are read are read again at
+    // every recheck until they settle; the fixture was written just now.
+    tokio::time::sleep(std::time::Duration::from_millis(2_100)).await;
     let app = app_with(
         store.clone(),
         Config {

@@ -517,7 +517,7 @@ impl ZarrCache {
             return;
         }
         self.counters.misses.fetch_add(1, Ordering::Relaxed);
-        let e_tag = meta.version.e_tag.clone();
+        let e_tag = meta.trusted_e_tag();
         let entry = Entry::new(Value::Stored(bytes, meta), e_tag);
         self.keep((key.as_str().to_string(), generation, Part::Stored), entry)
             .await;
@@ -607,7 +607,7 @@ impl ChunkSource for CachedSource {
                 Ok(match array.store().get_versioned(key).await? {
                     Some(v) => Entry::new(
                         Value::Chunk(decode_chunk(array, key, v.bytes).await?),
-                        v.meta.version.e_tag,
+                        v.meta.trusted_e_tag(),
                     ),
                     None => Entry::new(Value::Missing, None),
                 })
@@ -647,8 +647,11 @@ impl ChunkSource for CachedSource {
                 // ranges): a rewrite meanwhile makes the entry look stale,
                 // never current.
                 match array.read_shard_index(key).await {
-                    Ok(Some((index, _))) => {
-                        let e_tag = index.e_tag().map(str::to_string);
+                    // The index keeps the ETag its inner chunks are read
+                    // at; the entry is revalidated by it only once the
+                    // shard has settled.
+                    Ok(Some((index, meta))) => {
+                        let e_tag = index.e_tag().map(str::to_string).filter(|_| meta.settled());
                         Ok(Entry::new(Value::Index(Arc::new(index)), e_tag))
                     }
                     // Deleted between the size and the range, where a store

@@ -78,6 +78,20 @@ async fn a_small_chunk_changed_behind_the_cache_is_reloaded_once() {
         .unwrap()
         .resolve(&[128 * 8, 128])
         .unwrap();
+    // Files changed just now are read at every recheck until they settle
+    // (`values_rewritten_within_their_etags_tick_are_seen`): these were
+    // written long ago.
+    let settled = |name: &str| {
+        let file = std::fs::File::options()
+            .write(true)
+            .open(dir.path().join(name))
+            .unwrap();
+        let long_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(60);
+        file.set_modified(long_ago).unwrap();
+    };
+    for c in 0..8 {
+        settled(&format!("a/{c}.0"));
+    }
     let first_of_chunk_3 = || {
         let array = array.clone();
         let all = all.clone();
@@ -92,6 +106,7 @@ async fn a_small_chunk_changed_behind_the_cache_is_reloaded_once() {
     let replaced = dir.path().join("a/3.0.new");
     std::fs::write(&replaced, (-1.0f32).to_le_bytes().repeat(128 * 128)).unwrap();
     std::fs::rename(&replaced, dir.path().join("a/3.0")).unwrap();
+    settled("a/3.0");
     assert_eq!(first_of_chunk_3().await, -1.0);
     let misses = cache.stats().misses;
     assert_eq!(misses, 9, "eight first loads, then the changed chunk");
@@ -106,6 +121,7 @@ async fn a_small_chunk_changed_behind_the_cache_is_reloaded_once() {
     assert_eq!(cache.stats().misses, misses + 1);
     std::fs::write(&replaced, 7.0f32.to_le_bytes().repeat(128 * 128)).unwrap();
     std::fs::rename(&replaced, dir.path().join("a/3.0")).unwrap();
+    settled("a/3.0");
     assert_eq!(first_of_chunk_3().await, 7.0);
     assert_eq!(cache.stats().misses, misses + 2);
 }
@@ -524,4 +540,125 @@ async fn a_node_changed_in_a_directory_behind_the_cache_is_seen() {
     assert!(attrs_of(&*node("b").await).is_empty());
     write("b/.zattrs", &serde_json::json!({"units": "km"}));
     assert_eq!(attrs_of(&*node("b").await)["units"], "km");
+}
+
+/// A file rewritten in place (same inode, same size) within its
+/// modification time's tick keeps its ETag, which holds those three. What
+/// the cache keeps of a value changed that recently is read again at every
+/// recheck until it has settled, whichever way it was kept: chunks loaded
+/// together, a chunk loaded alone, a shard's index (and the inner chunks
+/// read at it), a small stored value. Settled values are trusted by their
+/// ETags as before.
+#[tokio::test]
+async fn values_rewritten_within_their_etags_tick_are_seen() {
+    use crate::zarr::array::source::tests::{array_of_chunks_in, one_shard_in};
+    use crate::zarr::Selection;
+    use std::time::{Duration, SystemTime};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::local(dir.path()).unwrap();
+    let cache = ZarrCache::new(64 << 20, Recheck::Always);
+    let source = Arc::new(CachedSource(cache.clone()));
+    let path = |name: &str| dir.path().join(name);
+    let mtime = |name: &str| std::fs::metadata(path(name)).unwrap().modified().unwrap();
+    let touch = |name: &str, at: SystemTime| {
+        let file = std::fs::File::options()
+            .write(true)
+            .open(path(name))
+            .unwrap();
+        file.set_modified(at).unwrap();
+    };
+    // Same inode, same size, and the modification time it had.
+    let rewrite = |name: &str, bytes: &[u8]| {
+        let at = mtime(name);
+        assert_eq!(
+            std::fs::metadata(path(name)).unwrap().len(),
+            bytes.len() as u64
+        );
+        std::fs::write(path(name), bytes).unwrap();
+        touch(name, at);
+    };
+    let e_tag = |name: &'static str| {
+        let store = store.clone();
+        async move {
+            let key = StoreKey::new(name).unwrap();
+            store.head(&key).await.unwrap().unwrap().version.e_tag
+        }
+    };
+    let chunk_of = |v: f32| v.to_le_bytes().repeat(128 * 128);
+
+    // Chunks of 64 KiB, loaded together by a read of several.
+    let array = array_of_chunks_in(store.clone(), 8).await;
+    let array = array.with_source(source.clone());
+    let read = |select: &'static str, at: usize| {
+        let array = array.clone();
+        async move {
+            let sel = Selection::parse(select)
+                .unwrap()
+                .resolve(&[128 * 8, 128])
+                .unwrap();
+            let got = array.read(&sel).await.unwrap().into_fixed().unwrap();
+            f32::from_le_bytes(got[at * 4..at * 4 + 4].try_into().unwrap())
+        }
+    };
+    let chunk_3 = 3 * 128 * 128;
+    assert_eq!(read(":,:", chunk_3).await, 385.0);
+    let before = e_tag("a/3.0").await;
+    rewrite("a/3.0", &chunk_of(-1.0));
+    assert_eq!(e_tag("a/3.0").await, before, "the ETag did not change");
+    assert_eq!(read(":,:", chunk_3).await, -1.0, "loaded together");
+    rewrite("a/3.0", &chunk_of(-2.0));
+    assert_eq!(read(":,:", chunk_3).await, -2.0, "reloaded together");
+    // A chunk read alone is loaded alone.
+    assert_eq!(read("384:512,:", 0).await, -2.0);
+    rewrite("a/3.0", &chunk_of(-3.0));
+    assert_eq!(read("384:512,:", 0).await, -3.0, "loaded alone");
+
+    // Settled: trusted by the ETag, not read again.
+    let long_ago = SystemTime::now() - Duration::from_secs(60);
+    for c in 0..8 {
+        touch(&format!("a/{c}.0"), long_ago);
+    }
+    assert_eq!(read(":,:", chunk_3).await, -3.0);
+    assert_eq!(read("384:512,:", 0).await, -3.0);
+    let misses = cache.stats().misses;
+    assert_eq!(read(":,:", chunk_3).await, -3.0);
+    assert_eq!(read("384:512,:", 0).await, -3.0);
+    assert_eq!(cache.stats().misses, misses, "settled chunks are kept");
+
+    // A shard: same index, new bytes in its first inner chunk.
+    let shard = one_shard_in(store.clone(), "s")
+        .await
+        .with_source(source.clone());
+    let whole = Selection::parse(":,:").unwrap().resolve(&[8, 8]).unwrap();
+    let first = || async { shard.read(&whole).await.unwrap().into_fixed().unwrap()[0] };
+    assert_eq!(first().await, 0);
+    let mut bytes = std::fs::read(path("s/c/0/0")).unwrap();
+    bytes[0] = 99;
+    rewrite("s/c/0/0", &bytes);
+    assert_eq!(
+        first().await,
+        99,
+        "the inner chunk as the shard now holds it"
+    );
+
+    // A small stored value, as raw reads keep it.
+    std::fs::write(path("v"), b"one").unwrap();
+    let key = StoreKey::new("v").unwrap();
+    let keep = || async {
+        let value = store.get_versioned(&key).await.unwrap().unwrap();
+        let generation = cache.read_generation(&key);
+        cache
+            .keep_stored(&key, generation, value.bytes, value.meta)
+            .await;
+    };
+    keep().await;
+    rewrite("v", b"two");
+    assert!(
+        cache.stored(&store, &key).await.unwrap().is_none(),
+        "read again"
+    );
+    touch("v", long_ago);
+    keep().await;
+    let kept = cache.stored(&store, &key).await.unwrap();
+    assert_eq!(kept.unwrap().0.as_ref(), b"two", "settled: kept");
 }

@@ -52,6 +52,15 @@ pub struct KeyMeta {
     pub last_modified: chrono_like::Timestamp,
 }
 
+/// A value changed less than this long before it was read may change
+/// again without its ETag changing: a local file's ETag holds its
+/// modification time, which file systems advance in ticks (up to 2 s on
+/// FAT; HTTP's `Last-Modified` and nginx's ETags count whole seconds).
+/// What is kept of such a value is read again at the next recheck rather
+/// than trusted by its ETag, as git treats files changed within its
+/// index's timestamp.
+pub const SETTLED_AFTER_MS: i64 = 2_000;
+
 impl KeyMeta {
     /// The value can never change: it was read at a snapshot id of an
     /// Icechunk repository (a branch or tag can move; a snapshot cannot).
@@ -60,6 +69,24 @@ impl KeyMeta {
             .version
             .as_deref()
             .is_some_and(|v| v.starts_with(icechunk_repo::PINNED))
+    }
+
+    /// Last modified long enough ago ([`SETTLED_AFTER_MS`]) that any
+    /// change since shows in its ETag. A clock before the epoch, or a
+    /// modification time ahead of this machine's clock, reads as not yet
+    /// settled: the safe side.
+    pub fn settled(&self) -> bool {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        self.immutable() || now.saturating_sub(self.last_modified.millis()) >= SETTLED_AFTER_MS
+    }
+
+    /// The ETag to revalidate what is kept of this value by: `None` (read
+    /// it again at the next recheck) when there is none, or when the value
+    /// has not [settled](KeyMeta::settled).
+    pub fn trusted_e_tag(&self) -> Option<String> {
+        self.version.e_tag.clone().filter(|_| self.settled())
     }
 }
 

@@ -45,7 +45,7 @@ struct Doc {
     bytes: Option<Bytes>,
     e_tag: Option<String>,
     /// Last modified long enough before it was read that a change since
-    /// shows in its ETag ([`SETTLED_AFTER_MS`]).
+    /// shows in its ETag ([`KeyMeta::settled`](crate::store::KeyMeta::settled)).
     settled: bool,
 }
 
@@ -59,14 +59,6 @@ impl Doc {
             .transpose()
     }
 }
-
-/// A document changed less than this long before it was read may change
-/// again without its ETag changing: a local file's ETag holds its
-/// modification time, which file systems advance in ticks (up to 2 s on
-/// FAT; HTTP's `Last-Modified` and nginx's ETags count whole seconds).
-/// Such a document is read again at the next recheck rather than trusted
-/// by its ETag, as git treats files changed within its index's timestamp.
-const SETTLED_AFTER_MS: i64 = 2_000;
 
 /// What decided a node, unless a document it found has no ETag or was
 /// changed too recently for its ETag to be trusted.
@@ -230,17 +222,12 @@ impl Hierarchy {
     /// The document at `key`, with its ETag.
     async fn read_doc(&self, key: StoreKey) -> Result<Doc> {
         Ok(match self.store.get_versioned(&key).await? {
-            Some(v) => {
-                let now = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0, |d| d.as_millis() as i64);
-                Doc {
-                    key,
-                    bytes: Some(v.bytes),
-                    e_tag: v.meta.version.e_tag,
-                    settled: now.saturating_sub(v.meta.last_modified.millis()) >= SETTLED_AFTER_MS,
-                }
-            }
+            Some(v) => Doc {
+                key,
+                bytes: Some(v.bytes),
+                settled: v.meta.settled(),
+                e_tag: v.meta.version.e_tag,
+            },
             None => Doc {
                 key,
                 bytes: None,

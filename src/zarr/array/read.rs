@@ -245,8 +245,9 @@ impl Array {
         .map_err(|e: ZarrError| e.for_chunk(key.as_str()))
     }
 
-    /// The index of one shard, `None` when the shard is not stored.
-    pub async fn read_shard_index(&self, key: &StoreKey) -> Result<Option<(ShardIndex, u64)>> {
+    /// The index of one shard and what the store said of the shard's
+    /// version, `None` when the shard is not stored.
+    pub async fn read_shard_index(&self, key: &StoreKey) -> Result<Option<(ShardIndex, KeyMeta)>> {
         let sharding = self.sharding()?;
         let size = sharding
             .index_size(&self.chunk_repr.shape)
@@ -258,14 +259,14 @@ impl Array {
             };
             return self
                 .decode_shard_index(key, &bytes, meta.size)
-                .map(|i| Some((i.pinned(meta.version.e_tag), meta.size)));
+                .map(|i| Some((i.pinned(meta.version.e_tag.clone()), meta)));
         }
         let Some(meta) = self.store.head(key).await? else {
             return Ok(None);
         };
         self.read_shard_index_of(key, &meta)
             .await
-            .map(|i| Some((i, meta.size)))
+            .map(|i| Some((i, meta)))
     }
 
     /// The index of the shard version `meta` describes, by a bounded range

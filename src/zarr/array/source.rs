@@ -98,7 +98,8 @@ pub async fn one_by_one<S: ChunkSource + ?Sized>(
 const GROUP_STORED_BYTES: u64 = 1 << 20;
 
 /// A chunk [`load_chunks`] read: decoded, with the ETag of the stored value
-/// it was decoded from.
+/// it was decoded from when that can be trusted to change with the value
+/// ([`KeyMeta::trusted_e_tag`](crate::store::KeyMeta::trusted_e_tag)).
 pub type Loaded = (Arc<ArrayBytes>, Option<String>);
 
 /// Read several chunks in one store call (one trip to the blocking pool
@@ -124,7 +125,7 @@ pub async fn load_chunks(array: &Array, keys: &[StoreKey]) -> Result<Vec<Option<
                     value
                         .map(|v| {
                             let chunk = array.decode_chunk(key, Vec::from(v.bytes))?;
-                            Ok((Arc::new(chunk), v.meta.version.e_tag))
+                            Ok((Arc::new(chunk), v.meta.trusted_e_tag()))
                         })
                         .transpose()
                 })
@@ -291,6 +292,11 @@ pub(crate) mod tests {
 
     /// One 8 x 8 shard of four 4 x 4 inner chunks of bytes 0 to 63, written.
     pub(crate) async fn one_shard(path: &str) -> Array {
+        one_shard_in(Store::memory(), path).await
+    }
+
+    /// [`one_shard`] in `store`.
+    pub(crate) async fn one_shard_in(store: Store, path: &str) -> Array {
         let doc = json!({"zarr_format": 3, "node_type": "array", "shape": [8, 8],
             "data_type": "uint8", "fill_value": 0,
             "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [8, 8]}},
@@ -304,7 +310,7 @@ pub(crate) mod tests {
         else {
             panic!("not an array");
         };
-        let array = Array::new(Store::memory(), StoreKey::new(path).unwrap(), *meta).unwrap();
+        let array = Array::new(store, StoreKey::new(path).unwrap(), *meta).unwrap();
         let all = Selection::parse(":,:").unwrap().resolve(&[8, 8]).unwrap();
         array
             .write(&all, ArrayBytes::Fixed((0..64).collect()))
