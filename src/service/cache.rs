@@ -261,7 +261,16 @@ impl ZarrCache {
         }
     }
 
-    fn due(&self, checked: Instant) -> bool {
+    /// Whether an entry last checked at `checked` is to be checked again
+    /// by a call that began at `began`. One loaded or checked since the
+    /// call began is as fresh as a check would make it: readers that
+    /// shared a load, or found what another read just kept, take it as it
+    /// is (a value changed too recently to be trusted by its ETag would
+    /// otherwise be read again by each of them).
+    fn due(&self, checked: Instant, began: Instant) -> bool {
+        if checked >= began {
+            return false;
+        }
         match self.recheck {
             Recheck::Never => false,
             Recheck::Always => true,
@@ -275,8 +284,9 @@ impl ZarrCache {
         store: &Store,
         key: &StoreKey,
         entry: &Entry,
+        began: Instant,
     ) -> std::result::Result<bool, StoreError> {
-        if !self.due(entry.checked_at()) {
+        if !self.due(entry.checked_at(), began) {
             return Ok(true);
         }
         let valid = self.revalidate(store, &[(key, entry)]).await?;
@@ -334,6 +344,7 @@ impl ZarrCache {
     where
         F: std::future::Future<Output = Result<Arc<Entry>>>,
     {
+        let began = Instant::now();
         for _ in 0..2 {
             let cache_key = (
                 key.as_str().to_string(),
@@ -343,7 +354,7 @@ impl ZarrCache {
             // A hit takes the key by reference: no future to build and no
             // key to clone.
             if let Some(found) = self.chunks.get(&cache_key).await {
-                match self.valid(array.store(), key, part, found).await? {
+                match self.valid(array.store(), key, part, found, began).await? {
                     Some(entry) => return Ok(entry),
                     None => continue,
                 }
@@ -371,7 +382,7 @@ impl ZarrCache {
                 }
                 return Ok(entry);
             }
-            if let Some(entry) = self.valid(array.store(), key, part, entry).await? {
+            if let Some(entry) = self.valid(array.store(), key, part, entry, began).await? {
                 return Ok(entry);
             }
         }
@@ -385,10 +396,11 @@ impl ZarrCache {
         key: &StoreKey,
         part: Part,
         entry: Arc<Entry>,
+        began: Instant,
     ) -> Result<Option<Arc<Entry>>> {
         // Inner chunks are validated through their shard's index.
         let inner = matches!(part, Part::Inner(..));
-        if inner || self.still_valid(store, key, &entry).await? {
+        if inner || self.still_valid(store, key, &entry, began).await? {
             self.counters.hits.fetch_add(1, Ordering::Relaxed);
             return Ok(Some(entry));
         }
@@ -405,6 +417,7 @@ impl ZarrCache {
         array: &Array,
         keys: &[StoreKey],
     ) -> Result<Vec<Option<Arc<ArrayBytes>>>> {
+        let began = Instant::now();
         let store = array.store();
         let mut found = Vec::with_capacity(keys.len());
         let mut due = Vec::new();
@@ -418,7 +431,7 @@ impl ZarrCache {
                 Part::Decoded,
             );
             match self.chunks.get(&cache_key).await {
-                Some(entry) if self.due(entry.checked_at()) => {
+                Some(entry) if self.due(entry.checked_at(), began) => {
                     found.push(None);
                     due.push((i, entry));
                 }
@@ -503,7 +516,7 @@ impl ZarrCache {
         let Value::Stored(bytes, meta) = &entry.value else {
             return Ok(None);
         };
-        if !self.still_valid(store, key, &entry).await? {
+        if !self.still_valid(store, key, &entry, Instant::now()).await? {
             return Ok(None);
         }
         self.counters.hits.fetch_add(1, Ordering::Relaxed);
@@ -530,9 +543,10 @@ impl ZarrCache {
     /// when one is not; a read that finds the same metadata keeps the
     /// runtime array it has.
     pub async fn node(&self, hierarchy: &Hierarchy, path: &StoreKey) -> Result<Arc<Node>> {
+        let began = Instant::now();
         let cached = self.metadata.get(path.as_str()).await;
         if let Some(cached) = &cached {
-            if !self.due(cached.checked_at()) {
+            if !self.due(cached.checked_at(), began) {
                 return Ok(cached.node.clone());
             }
             if let Some(sources) = &cached.sources {

@@ -600,15 +600,22 @@ async fn values_rewritten_within_their_etags_tick_are_seen() {
             f32::from_le_bytes(got[at * 4..at * 4 + 4].try_into().unwrap())
         }
     };
+    // Each case modifies its file just before the read that keeps it, so
+    // the value has not settled when it is rewritten.
+    let fresh = |name: &str| touch(name, SystemTime::now());
     let chunk_3 = 3 * 128 * 128;
+    fresh("a/3.0");
     assert_eq!(read(":,:", chunk_3).await, 385.0);
     let before = e_tag("a/3.0").await;
     rewrite("a/3.0", &chunk_of(-1.0));
     assert_eq!(e_tag("a/3.0").await, before, "the ETag did not change");
     assert_eq!(read(":,:", chunk_3).await, -1.0, "loaded together");
+    fresh("a/3.0");
+    assert_eq!(read(":,:", chunk_3).await, -1.0);
     rewrite("a/3.0", &chunk_of(-2.0));
     assert_eq!(read(":,:", chunk_3).await, -2.0, "reloaded together");
     // A chunk read alone is loaded alone.
+    fresh("a/3.0");
     assert_eq!(read("384:512,:", 0).await, -2.0);
     rewrite("a/3.0", &chunk_of(-3.0));
     assert_eq!(read("384:512,:", 0).await, -3.0, "loaded alone");
@@ -631,6 +638,7 @@ async fn values_rewritten_within_their_etags_tick_are_seen() {
         .with_source(source.clone());
     let whole = Selection::parse(":,:").unwrap().resolve(&[8, 8]).unwrap();
     let first = || async { shard.read(&whole).await.unwrap().into_fixed().unwrap()[0] };
+    fresh("s/c/0/0");
     assert_eq!(first().await, 0);
     let mut bytes = std::fs::read(path("s/c/0/0")).unwrap();
     bytes[0] = 99;
@@ -643,6 +651,7 @@ async fn values_rewritten_within_their_etags_tick_are_seen() {
 
     // A small stored value, as raw reads keep it.
     std::fs::write(path("v"), b"one").unwrap();
+    fresh("v");
     let key = StoreKey::new("v").unwrap();
     let keep = || async {
         let value = store.get_versioned(&key).await.unwrap().unwrap();

@@ -72,14 +72,18 @@ impl KeyMeta {
     }
 
     /// Last modified long enough ago ([`SETTLED_AFTER_MS`]) that any
-    /// change since shows in its ETag. A clock before the epoch, or a
-    /// modification time ahead of this machine's clock, reads as not yet
-    /// settled: the safe side.
+    /// change since shows in its ETag. A modification time further ahead
+    /// of this machine's clock than that is a clock that differs (files
+    /// unpacked from a machine whose clock ran fast), not a recent change,
+    /// and counts as settled: such a value would otherwise be read again
+    /// at every recheck for as long as the difference lasts. The rule
+    /// assumes the store's clock and this machine's agree within it.
     pub fn settled(&self) -> bool {
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
-        self.immutable() || now.saturating_sub(self.last_modified.millis()) >= SETTLED_AFTER_MS
+        let age = now.saturating_sub(self.last_modified.millis());
+        self.immutable() || !(-SETTLED_AFTER_MS..SETTLED_AFTER_MS).contains(&age)
     }
 
     /// The ETag to revalidate what is kept of this value by: `None` (read

@@ -66,17 +66,16 @@ impl ShardIndex {
         self.e_tag.as_deref()
     }
     /// A number that tells versions of the shard apart, for keying the
-    /// inner chunks read at this index: a hash of the ETag, or, from a store
-    /// without ETags, of the index itself (a rewrite that moves inner
-    /// chunks changes it; one that moves none leaves them where this index
-    /// reads them).
+    /// inner chunks read at this index: a hash of the ETag and of the index
+    /// itself. A rewrite that moves inner chunks changes it even where the
+    /// ETag stays (a file rewritten in place within its modification
+    /// time's tick, or a store without ETags); one that moves none leaves
+    /// them where this index reads them.
     pub fn version(&self) -> u64 {
         use std::hash::{Hash, Hasher};
         let mut h = std::collections::hash_map::DefaultHasher::new();
-        match &self.e_tag {
-            Some(e_tag) => e_tag.hash(&mut h),
-            None => self.entries.hash(&mut h),
-        }
+        self.e_tag.hash(&mut h);
+        self.entries.hash(&mut h);
         h.finish()
     }
     /// Bytes the stored inner chunks occupy.
