@@ -671,3 +671,32 @@ async fn values_rewritten_within_their_etags_tick_are_seen() {
     let kept = cache.stored(&store, &key).await.unwrap();
     assert_eq!(kept.unwrap().0.as_ref(), b"two", "settled: kept");
 }
+
+/// Readers that share the load of a value changed just now take it as
+/// loaded: it has no ETag to be trusted by yet, but it is as fresh as a
+/// recheck would make it, so it is read once, not once per reader.
+#[tokio::test]
+async fn readers_sharing_the_load_of_a_fresh_chunk_read_it_once() {
+    use crate::zarr::array::source::tests::array_of_chunks_in;
+    use crate::zarr::Selection;
+    let dir = tempfile::tempdir().unwrap();
+    let array = array_of_chunks_in(Store::local(dir.path()).unwrap(), 8).await;
+    let cache = ZarrCache::new(64 << 20, Recheck::Always);
+    let array = array.with_source(Arc::new(CachedSource(cache.clone())));
+    let chunk_3 = Selection::parse("384:512,:")
+        .unwrap()
+        .resolve(&[128 * 8, 128])
+        .unwrap();
+    let read = || array.read(&chunk_3);
+    let (a, b, c) = tokio::join!(read(), read(), read());
+    for got in [a, b, c] {
+        assert_eq!(
+            &got.unwrap().into_fixed().unwrap()[..4],
+            &385f32.to_le_bytes()
+        );
+    }
+    assert_eq!(cache.stats().misses, 1, "one load, shared");
+    // A later read rechecks it: not settled, so it is read again.
+    read().await.unwrap();
+    assert_eq!(cache.stats().misses, 2);
+}

@@ -666,3 +666,38 @@ pub mod chrono_like {
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod settle_tests {
+    use super::*;
+
+    /// A value is trusted by its ETag once it was last modified 2 s or more
+    /// before now; a time further ahead than that is a clock that differs.
+    #[test]
+    fn values_settle_two_seconds_after_their_last_change() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
+        let at = |offset: i64, version: Option<&str>| KeyMeta {
+            size: 1,
+            version: Version {
+                e_tag: Some("\"t\"".into()),
+                version: version.map(str::to_string),
+            },
+            last_modified: chrono_like::Timestamp::from_millis(now + offset),
+        };
+        assert!(at(-60_000, None).settled());
+        assert!(at(-2_500, None).settled());
+        assert!(!at(-500, None).settled(), "changed just now");
+        assert!(!at(1_000, None).settled(), "within the clocks' margin");
+        assert!(at(3_600_000, None).settled(), "a clock that runs ahead");
+        assert_eq!(at(-500, None).trusted_e_tag(), None);
+        assert_eq!(at(-60_000, None).trusted_e_tag().as_deref(), Some("\"t\""));
+        let pinned = format!("{}snapshot", icechunk_repo::PINNED);
+        assert!(
+            at(-500, Some(&pinned)).settled(),
+            "a snapshot never changes"
+        );
+    }
+}
