@@ -34,6 +34,37 @@ fn retries() -> RetryConfig {
     }
 }
 
+/// Every HTTP client a store opens follows no redirect: where a store or a
+/// reference may read is checked on its URL (the reference `targets`, the
+/// operator's ROOT), and a redirect would take the read elsewhere (another
+/// host, a cloud metadata service) without that check. A redirect is
+/// answered as the store failing (502).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct NoRedirects;
+
+impl object_store::client::HttpConnector for NoRedirects {
+    fn connect(
+        &self,
+        options: &object_store::ClientOptions,
+    ) -> object_store::Result<object_store::client::HttpClient> {
+        use object_store::ClientConfigKey as Key;
+        let allow_http = options
+            .get_config_value(&Key::AllowHttp)
+            .is_some_and(|v| v == "true");
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .https_only(!allow_http)
+            .connect_timeout(Duration::from_secs(5))
+            .timeout(Duration::from_secs(30))
+            .build()
+            .map_err(|e| object_store::Error::Generic {
+                store: "HTTP",
+                source: Box::new(e),
+            })?;
+        Ok(object_store::client::HttpClient::new(client))
+    }
+}
+
 /// The objects below `prefix`, named from there.
 fn with_prefix(inner: Arc<dyn ObjectStore>, prefix: &Path) -> Arc<dyn ObjectStore> {
     if prefix.as_ref().is_empty() {
@@ -84,6 +115,7 @@ fn bucket(url: &Url) -> Result<Bucket, StoreError> {
             object_store::aws::AmazonS3Builder::from_env()
                 .with_url(bucket_url)
                 .with_retry(retries())
+                .with_http_connector(NoRedirects)
                 .build()
                 .map_err(|e| bad(location, e))?,
         ),
@@ -91,6 +123,7 @@ fn bucket(url: &Url) -> Result<Bucket, StoreError> {
             object_store::gcp::GoogleCloudStorageBuilder::from_env()
                 .with_url(bucket_url)
                 .with_retry(retries())
+                .with_http_connector(NoRedirects)
                 .build()
                 .map_err(|e| bad(location, e))?,
         ),
@@ -99,6 +132,7 @@ fn bucket(url: &Url) -> Result<Bucket, StoreError> {
                 // abfs URLs name the container before the account; az URLs name it as the host.
                 .with_url(if url.scheme().starts_with("abfs") { location } else { bucket_url })
                 .with_retry(retries())
+                .with_http_connector(NoRedirects)
                 .build()
                 .map_err(|e| bad(location, e))?,
         ),
@@ -109,6 +143,7 @@ fn bucket(url: &Url) -> Result<Bucket, StoreError> {
                     object_store::ClientOptions::new().with_allow_http(url.scheme() == "http"),
                 )
                 .with_retry(retries())
+                .with_http_connector(NoRedirects)
                 .build()
                 .map_err(|e| bad(location, e))?,
         ),
@@ -127,6 +162,7 @@ pub fn open_url(location: &str) -> Result<Store, StoreError> {
                 object_store::ClientOptions::new().with_allow_http(url.scheme() == "http"),
             )
             .with_retry(retries())
+            .with_http_connector(NoRedirects)
             .build()
             .map_err(|e| bad(location, e))?;
         let s = Store::with_coordination(Arc::new(store), location, Coordination::CompareAndSwap);
@@ -188,5 +224,55 @@ mod tests {
         assert!(ordered("gs://bucket/prefix"));
         assert!(ordered("az://container/prefix"));
         assert!(!ordered("s3://data--usw2-az1--x-s3/prefix"));
+    }
+
+    use object_store::ObjectStoreExt;
+
+    /// A server answering every request with `answer`, counting connections.
+    async fn answering(answer: String) -> (u16, Arc<std::sync::atomic::AtomicUsize>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let connections = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = connections.clone();
+        tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let answer = answer.clone();
+                tokio::spawn(async move {
+                    let mut buf = vec![0u8; 4096];
+                    let _ = socket.read(&mut buf).await;
+                    let _ = socket.write_all(answer.as_bytes()).await;
+                });
+            }
+        });
+        (port, connections)
+    }
+
+    /// A store or reference target on an allowed location that redirects
+    /// must not make the server read where the redirect points (another
+    /// host, a cloud metadata service): the read fails instead.
+    #[tokio::test]
+    async fn http_stores_follow_no_redirect() {
+        let (secret, visits) =
+            answering("HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecret".into()).await;
+        for status in [
+            "301 Moved Permanently",
+            "302 Found",
+            "307 Temporary Redirect",
+        ] {
+            let (port, _) = answering(format!(
+                "HTTP/1.1 {status}\r\nLocation: http://127.0.0.1:{secret}/latest\r\nContent-Length: 0\r\n\r\n"
+            ))
+            .await;
+            let url = Url::parse(&format!("http://127.0.0.1:{port}/data/")).unwrap();
+            let store = bucket_store(&url).unwrap();
+            let got = store.get(&Path::from("data/a")).await;
+            assert!(got.is_err(), "{status}: followed");
+            let opened = open_url(url.as_str()).unwrap();
+            let got = opened.get(&super::super::StoreKey::new("a").unwrap()).await;
+            assert!(got.is_err(), "{status}: followed");
+        }
+        assert_eq!(visits.load(std::sync::atomic::Ordering::SeqCst), 0);
     }
 }

@@ -232,6 +232,16 @@ impl Repo {
             .config()
             .virtual_chunk_containers()
             .map(|v| v.url_prefix().to_string())
+            // Icechunk's HTTP fetcher follows redirects, which would take a
+            // read past this check to any host: HTTP containers stay closed
+            // (their chunks answer 502 naming the container).
+            .filter(|prefix| {
+                let http = prefix.starts_with("http://") || prefix.starts_with("https://");
+                if http {
+                    tracing::warn!(container = %prefix, "virtual chunks over HTTP are not read from Icechunk repositories: Icechunk's HTTP client follows redirects past the allowed locations");
+                }
+                !http
+            })
             .filter(|prefix| {
                 allowed.iter().any(|a| {
                     super::references::location_url(a)
