@@ -1149,3 +1149,52 @@ async fn sharded_reads_take_index_and_chunks_from_one_version() {
         assert_eq!(array.read(&all).await.unwrap(), ArrayBytes::Fixed(mixed));
     }
 }
+
+/// A stored value is whatever a client wrote: it is never sniffed into a
+/// type a browser would run (a script under the viewer's `script-src
+/// 'self'`), and names browsers render or run are downloads.
+#[tokio::test]
+async fn stored_values_are_never_sniffed_and_markup_is_a_download() {
+    let store = Store::memory();
+    let app = router(AppState::new(store.clone(), writable()));
+    for (name, body) in [
+        ("evil.js", "alert(document.cookie)"),
+        ("g/page.html", "<script>alert(1)</script>"),
+        ("g/pic.SVG", "<svg onload=alert(1)/>"),
+        ("g/0.0", "\x01\x02"),
+    ] {
+        let (s, _, _) = call(
+            &app,
+            Method::PUT,
+            &format!("/zarr/{name}"),
+            &[],
+            Body::from(body),
+        )
+        .await;
+        assert!(s.is_success(), "{name}: {s}");
+        for uri in [format!("/zarr/{name}"), format!("/s3/zarr/{name}")] {
+            let (s, h, _) = call(&app, Method::GET, &uri, &[], Body::empty()).await;
+            assert_eq!(s, StatusCode::OK, "{uri}");
+            assert_eq!(h["x-content-type-options"], "nosniff", "{uri}");
+            assert_eq!(h["content-type"], "application/octet-stream", "{uri}");
+            let attachment = h
+                .get("content-disposition")
+                .map(|v| v.to_str().unwrap().to_string());
+            if name == "g/0.0" {
+                assert_eq!(attachment, None, "{uri}");
+            } else {
+                assert_eq!(attachment.as_deref(), Some("attachment"), "{uri}");
+            }
+        }
+        let (s, h, _) = call(
+            &app,
+            Method::GET,
+            &format!("/zarr/{name}"),
+            &[("range", "bytes=0-0")],
+            Body::empty(),
+        )
+        .await;
+        assert_eq!(s, StatusCode::PARTIAL_CONTENT);
+        assert_eq!(h["x-content-type-options"], "nosniff");
+    }
+}

@@ -28,6 +28,18 @@ fn content_type(key: &StoreKey) -> &'static str {
     }
 }
 
+/// Names whose values browsers render or run when they open them.
+fn renders_in_browsers(key: &StoreKey) -> bool {
+    let name = key.name();
+    let ext = name.rsplit_once('.').map_or("", |(_, e)| e);
+    [
+        "html", "htm", "xhtml", "shtml", "svg", "svgz", "js", "mjs", "xml", "xsl", "xslt", "css",
+        "pdf", "swf", "wasm",
+    ]
+    .iter()
+    .any(|e| ext.eq_ignore_ascii_case(e))
+}
+
 /// A stored ETag as a strong, quoted HTTP entity tag.
 pub fn quote_etag(e_tag: &str) -> String {
     format!("\"{}\"", e_tag.trim_matches('"'))
@@ -124,6 +136,19 @@ fn value_headers(response: &mut Response, key: &StoreKey, meta: &KeyMeta) {
         HeaderValue::from_static(content_type(key)),
     );
     h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    // A stored value is whatever a client wrote: never sniffed into a type
+    // a browser runs (a script under the viewer's `script-src 'self'`), and
+    // what a browser would render or run is a download when opened.
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    if renders_in_browsers(key) {
+        h.insert(
+            header::CONTENT_DISPOSITION,
+            HeaderValue::from_static("attachment"),
+        );
+    }
     if let Some(tag) = meta
         .version
         .e_tag
