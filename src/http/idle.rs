@@ -175,32 +175,46 @@ pub(super) struct Watched {
 const PIECE: usize = 64 << 10;
 
 struct Progress {
-    /// Polls so far.
-    asked: AtomicU64,
+    /// When the client last took a piece (or the stream began), in
+    /// milliseconds since `start`.
+    moved: AtomicU64,
     /// The last poll handed the client a frame (or none was asked for
     /// yet): what follows waits on the client.
     waiting: AtomicBool,
+    start: std::time::Instant,
 }
+
+impl Progress {
+    fn now(&self) -> u64 {
+        self.start.elapsed().as_millis() as u64
+    }
+}
+
+/// How often the watchdog looks, as a share of the timeout: a stalled
+/// stream is closed between 1 and 1.25 timeouts after its last progress.
+const LOOKS_PER_TIMEOUT: u32 = 4;
 
 impl Watched {
     pub(super) fn new(body: Held, timeout: Duration, connection: Arc<Activity>) -> Self {
         let progress = Arc::new(Progress {
-            asked: AtomicU64::new(0),
+            moved: AtomicU64::new(0),
             waiting: AtomicBool::new(true),
+            start: std::time::Instant::now(),
         });
         let watched = Arc::downgrade(&progress);
+        let limit = timeout.as_millis() as u64;
         let watchdog = tokio::spawn(async move {
-            let mut seen = None;
             loop {
-                tokio::time::sleep(timeout).await;
+                tokio::time::sleep(timeout / LOOKS_PER_TIMEOUT).await;
                 let Some(progress) = watched.upgrade() else {
                     return;
                 };
-                let asked = progress.asked.load(Ordering::Acquire);
-                if seen == Some(asked) && progress.waiting.load(Ordering::Acquire) {
+                let idle = progress
+                    .now()
+                    .saturating_sub(progress.moved.load(Ordering::Acquire));
+                if idle >= limit && progress.waiting.load(Ordering::Acquire) {
                     return connection.stalled();
                 }
-                seen = Some(asked);
             }
         })
         .abort_handle();
@@ -227,7 +241,8 @@ impl http_body::Body for Watched {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
-        self.progress.asked.fetch_add(1, Ordering::AcqRel);
+        let now = self.progress.now();
+        self.progress.moved.store(now, Ordering::Release);
         self.progress.waiting.store(false, Ordering::Release);
         let polled = if self.rest.is_empty() {
             match Pin::new(&mut self.body).poll_frame(cx) {

@@ -54,12 +54,16 @@ pub async fn serve(state: AppState) -> std::io::Result<()> {
         .header_read_timeout(header_timeout)
         .keep_alive(true);
     let mut h2 = auto::Builder::new(TokioExecutor::new()).http2_only();
+    const MAX_STREAMS: u32 = 100;
     // An HTTP/2 connection is pinged, and closed when a ping goes
     // unanswered (idle ones are closed by `close_when_idle`). Headers past
     // `--max-header-bytes` get the JSON 431 of the check in
     // `limits::headers`; hyper refuses (with a bare 431) only those far past.
     h2.http2()
         .max_header_list_size(header_list)
+        // Each stream buffers up to hyper's send buffer (400 KiB) of its
+        // response: streams at once bound what one connection holds.
+        .max_concurrent_streams(MAX_STREAMS)
         .timer(TokioTimer::new())
         .keep_alive_interval(header_timeout)
         .keep_alive_timeout(header_timeout);
