@@ -129,6 +129,13 @@ pub struct ServeArgs {
     #[arg(long, env = "ZARRD_CACHE_SIZE", value_parser = parse_size)]
     #[serde(deserialize_with = "file::size")]
     pub cache_size: Option<u64>,
+    /// Memory the answers that grow with a request (selections, images,
+    /// consolidated metadata, trees, listings) may hold at once, e.g. 2GiB;
+    /// past it requests wait a second, then get 503 [default: half the
+    /// container's memory limit (else the machine's) less --cache-size]
+    #[arg(long, env = "ZARRD_MEMORY_BUDGET", value_parser = parse_size)]
+    #[serde(deserialize_with = "file::size")]
+    pub memory_budget: Option<u64>,
     /// Revalidate cached data: never, always, or after N seconds [default: always]
     #[arg(long, env = "ZARRD_RECHECK_CACHED")]
     #[serde(deserialize_with = "file::parsed")]
@@ -272,6 +279,7 @@ impl ServeArgs {
             demo: self.demo || file.demo,
             config: self.config,
             cache_size: self.cache_size.or(file.cache_size),
+            memory_budget: self.memory_budget.or(file.memory_budget),
             recheck_cached: self.recheck_cached.or(file.recheck_cached),
             json_limit: self.json_limit.or(file.json_limit),
             response_limit: self.response_limit.or(file.response_limit),
@@ -375,7 +383,11 @@ impl Source {
     /// holding one (its `refs` and `snapshots` folders).
     pub fn root(location: &str, targets: &[String]) -> Source {
         let dir = std::path::Path::new(location.strip_prefix("file://").unwrap_or(location));
-        if dir.join("refs").is_dir() && dir.join("snapshots").is_dir() {
+        // Clients of a writable directory can create folders of any name,
+        // `refs` and `snapshots` included: a directory once served as a
+        // store says so where no client can write, and stays one.
+        let served_as_store = dir.join(STORE_MARKER).is_file();
+        if !served_as_store && dir.join("refs").is_dir() && dir.join("snapshots").is_dir() {
             return Source::Icechunk {
                 url: location.to_string(),
                 virtual_chunks: targets.to_vec(),
@@ -391,6 +403,35 @@ impl Source {
         } else {
             Source::Store(location.to_string())
         }
+    }
+}
+
+/// Where a directory served as a store is marked so, in the reserved
+/// folder no client can read or write.
+pub const STORE_MARKER: &str = "__zarrd/store";
+
+/// Mark the directory at `location` (a path or `file://` URL) as served as a
+/// store, so the folders clients create in it never make a later start take
+/// it for an Icechunk repository. A directory that cannot be written (read
+/// only, or not a directory) is left as it is: its clients cannot create
+/// folders either.
+pub fn mark_served_as_store(location: &str) {
+    let dir = std::path::Path::new(location.strip_prefix("file://").unwrap_or(location));
+    if !dir.is_dir() || dir.join(STORE_MARKER).is_file() {
+        return;
+    }
+    let marker = dir.join(STORE_MARKER);
+    let written = marker
+        .parent()
+        .map_or(Ok(()), std::fs::create_dir_all)
+        .and_then(|_| {
+            std::fs::write(
+                &marker,
+                "This directory is served by zarrd as a Zarr store, not as an Icechunk repository.\n",
+            )
+        });
+    if let Err(e) = written {
+        tracing::debug!(error = %e, "could not mark {} as served as a store", dir.display());
     }
 }
 
@@ -461,6 +502,8 @@ pub struct Config {
     pub listen: SocketAddr,
     pub demo: bool,
     pub cache_size: u64,
+    /// Bytes answers may reserve at once (see `service::Budget`).
+    pub memory_budget: u64,
     pub recheck_cached: Recheck,
     pub json_limit: u64,
     pub response_limit: u64,
@@ -506,6 +549,7 @@ impl Default for Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 8000)),
             demo: false,
             cache_size: 512 << 20,
+            memory_budget: crate::service::default_budget(512 << 20),
             recheck_cached: Recheck::Always,
             json_limit: 64 << 20,
             response_limit: 16 << 30,
@@ -557,6 +601,9 @@ impl Config {
             listen: o.listen.unwrap_or(d.listen),
             demo: o.demo,
             cache_size: o.cache_size.unwrap_or(d.cache_size),
+            memory_budget: o.memory_budget.unwrap_or_else(|| {
+                crate::service::default_budget(o.cache_size.unwrap_or(d.cache_size))
+            }),
             recheck_cached: o.recheck_cached.unwrap_or(d.recheck_cached),
             json_limit: o.json_limit.unwrap_or(d.json_limit),
             response_limit: o.response_limit.unwrap_or(d.response_limit),
@@ -778,5 +825,30 @@ mod tests {
         })
         .unwrap_err();
         assert!(err.to_string().contains("cache_sise"), "{err}");
+    }
+
+    #[test]
+    fn folders_clients_create_never_turn_a_served_store_into_a_repository() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_str().unwrap().to_string();
+        let icechunk = || Source::Icechunk {
+            url: root.clone(),
+            virtual_chunks: vec![],
+        };
+        assert_eq!(Source::root(&root, &[]), Source::Store(root.clone()));
+        mark_served_as_store(&root);
+        // Groups named `refs` and `snapshots`, as a client may write them.
+        for group in ["refs", "snapshots"] {
+            std::fs::create_dir(dir.path().join(group)).unwrap();
+            std::fs::write(dir.path().join(group).join(".zgroup"), "{}").unwrap();
+        }
+        assert_eq!(Source::root(&root, &[]), Source::Store(root.clone()));
+        // A repository zarrd never served as a store is still found.
+        std::fs::remove_file(dir.path().join(STORE_MARKER)).unwrap();
+        assert_eq!(Source::root(&root, &[]), icechunk());
+        // And marking it again is refused for what it is not: only a
+        // directory is marked.
+        mark_served_as_store(&format!("{root}/refs/.zgroup"));
+        assert!(!dir.path().join("refs/.zgroup/__zarrd").exists());
     }
 }

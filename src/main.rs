@@ -112,7 +112,11 @@ async fn run(config: Config) -> Result<(), Box<dyn std::error::Error>> {
     let mut store = if config.demo {
         zarrd::demo::store().await?
     } else {
-        open(&Source::root(&config.root, &config.reference_targets)).await?
+        let source = Source::root(&config.root, &config.reference_targets);
+        if let (Source::Store(location), false) = (&source, config.read_only) {
+            zarrd::config::mark_served_as_store(location);
+        }
+        open(&source).await?
     };
     if !config.mounts.is_empty() {
         let mut mounts = Vec::new();

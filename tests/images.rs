@@ -421,3 +421,61 @@ async fn a_thumbnail_is_a_small_strided_picture_of_the_first_step() {
         );
     }
 }
+
+/// Drawing costs some 36 bytes a pixel beyond the data: an image reserves
+/// that from the memory budget before it is drawn, and one that could never
+/// fit is refused before it is drawn; while the budget is held by
+/// others, the next waits, then gets 503 with `Retry-After`.
+#[tokio::test]
+async fn images_reserve_their_drawing_from_the_memory_budget() {
+    let store = Store::memory();
+    let h = Hierarchy::new(store.clone());
+    let mut spec = ArraySpec::new(3, vec![2048, 2048], DataType::Float32);
+    spec.chunks = Some(vec![512, 512]);
+    h.create_array(&node_path("big").unwrap(), &spec, false)
+        .await
+        .unwrap();
+    let app = router(AppState::new(
+        store,
+        Config {
+            recheck_cached: Recheck::Never,
+            // The smallest budget: 64 MiB.
+            memory_budget: 0,
+            ..Config::default()
+        },
+    ));
+    // 4 Mpx: 16 MiB of data and 128 MiB of drawing, more than the budget.
+    let (s, _, b) = call(
+        &app,
+        Method::GET,
+        "/api/v1/data/big?format=png",
+        &[],
+        Body::empty(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
+    let e: Value = serde_json::from_slice(&b).unwrap();
+    assert!(
+        e["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("--memory-budget"),
+        "{e}"
+    );
+    // 1 Mpx fits (4 MiB + 32 MiB), alone.
+    let one = "/api/v1/data/big?format=png&select=0:1024,0:1024";
+    let (s, h, _) = call(&app, Method::GET, one, &[], Body::empty()).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(h["content-type"], "image/png");
+    // Two at once: one of them may wait for the other; none fails.
+    let both =
+        futures::future::join_all((0..2).map(|_| call(&app, Method::GET, one, &[], Body::empty())))
+            .await;
+    for (s, h, _) in both {
+        assert!(
+            s == StatusCode::OK
+                || (s == StatusCode::SERVICE_UNAVAILABLE && h.contains_key("retry-after")),
+            "{s}"
+        );
+    }
+}

@@ -13,7 +13,7 @@ use serde_json::{json, Map, Value};
 
 use super::error::{ApiError, ApiResult};
 use super::AppState;
-use crate::service::{ReadRequest, ServiceError};
+use crate::service::{Content, ReadRequest, ServiceError};
 use crate::store::{node_path, StoreKey};
 use crate::zarr::array::metadata_key;
 use crate::zarr::fill::fill_to_v3_json;
@@ -66,20 +66,45 @@ fn broken(path: &str, error: &ServiceError) -> Value {
 }
 
 /// `GET /api/v1/tree`: every node in the store.
-pub async fn tree_root(state: State<AppState>) -> ApiResult<Json<Value>> {
-    tree(state, ApiPath(String::new())).await
+pub async fn tree_root(
+    state: State<AppState>,
+    query: ApiQuery<TreeParams>,
+) -> ApiResult<Json<Value>> {
+    tree(state, ApiPath(String::new()), query).await
 }
 
-/// `GET /api/v1/tree/{path}`: every node at and below `path`.
+/// A page of a tree: how many nodes, after which.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TreeParams {
+    limit: Option<usize>,
+    after: Option<String>,
+}
+
+/// `GET /api/v1/tree/{path}`: the nodes at and below `path`, a page at a
+/// time (`next` names where the following page starts).
 pub async fn tree(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<String>,
+    ApiQuery(params): ApiQuery<TreeParams>,
 ) -> ApiResult<Json<Value>> {
     let key = path_key(&path)?;
-    let nodes: Vec<Value> = state
+    let limit = params.limit.unwrap_or(crate::service::TREE_PAGE);
+    if limit == 0 || limit > crate::service::MAX_TREE_PAGE {
+        return Err(ApiError::bad_request(
+            "bad_limit",
+            format!(
+                "limit={limit} is not between 1 and {}",
+                crate::service::MAX_TREE_PAGE
+            ),
+        ));
+    }
+    let page = state
         .service
-        .tree(&key)
-        .await?
+        .tree_page(&key, params.after.as_deref(), limit)
+        .await?;
+    let nodes: Vec<Value> = page
+        .nodes
         .iter()
         .map(|t| match &t.node {
             Err(e) => broken(&t.path, e),
@@ -89,7 +114,9 @@ pub async fn tree(
             },
         })
         .collect();
-    Ok(Json(json!({"path": key.as_str(), "nodes": nodes})))
+    Ok(Json(
+        json!({"path": key.as_str(), "nodes": nodes, "next": page.next}),
+    ))
 }
 
 /// `GET /api/v1/meta`: the root node.
@@ -247,6 +274,7 @@ async fn array_details(
     );
     out.insert("chunk_grid".into(), json!(meta.grid_shape()));
     out.insert("chunks_present".into(), json!(storage.present));
+    out.insert("storage_complete".into(), json!(storage.complete));
     out.insert(
         "metadata_key".into(),
         json!(metadata_key(array.path(), meta.zarr_format)),
@@ -421,12 +449,35 @@ async fn data(
         field: params.field,
         fixed_size_only: format.fixed_size_only(),
     };
-    let data = state
+    let mut data = state
         .service
         .read(&key, request, format.residence())
         .await
         .map_err(|e| format.explain(e.into()))?;
-    format.encode(data, &render)
+    // The memory held until the answer has been sent: what the read
+    // reserved, and what encoding it takes on top.
+    let encoding = state
+        .service
+        .budget()
+        .reserve(format.encode_memory(&data), "encoding this answer")
+        .await?;
+    let held = std::mem::take(&mut data.reservation).merge(encoding);
+    // Building a large answer whole (drawing, JSON) is CPU work the size of
+    // the answer: off the async threads, which must stay free for others.
+    let response = if matches!(data.content, Content::Whole(_)) && held.bytes() > 0 {
+        tokio::task::spawn_blocking(move || format.encode(data, &render))
+            .await
+            .map_err(|e| {
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    format!("encoding the answer failed: {e}"),
+                )
+            })??
+    } else {
+        format.encode(data, &render)?
+    };
+    Ok(response.map(|body| axum::body::Body::new(super::idle::Keeping { body, _keep: held })))
 }
 
 /// `GET /api/v1/stats`: cache counters.

@@ -48,6 +48,7 @@ impl From<ServiceError> for ApiError {
             ErrorKind::NotAcceptable => StatusCode::NOT_ACCEPTABLE,
             ErrorKind::Forbidden => StatusCode::FORBIDDEN,
             ErrorKind::StoreUnavailable => StatusCode::BAD_GATEWAY,
+            ErrorKind::Busy => StatusCode::SERVICE_UNAVAILABLE,
             ErrorKind::CorruptData | ErrorKind::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         };
         ApiError::new(status, e.code, e.message)
@@ -81,9 +82,12 @@ impl IntoResponse for ApiError {
         if self.status == StatusCode::NOT_MODIFIED {
             *response.body_mut() = axum::body::Body::empty();
         }
-        response
-            .headers_mut()
-            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        let headers = response.headers_mut();
+        headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        // Every 503 says when to come back: it is a refusal for now, not a failure.
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        }
         response
     }
 }

@@ -91,7 +91,11 @@ impl AppState {
             config.recheck_cached,
             limits,
         )
-        .with_v3_consolidation(config.consolidated_v3);
+        .with_v3_consolidation(config.consolidated_v3)
+        .with_budget(crate::service::Budget::new(
+            config.memory_budget,
+            std::time::Duration::from_secs(1),
+        ));
         let in_flight = Arc::new(tokio::sync::Semaphore::new(config.max_concurrency));
         let previews = preview::Previews::new(config.recheck_cached);
         // Tokens were validated when the configuration was resolved; should
@@ -308,6 +312,24 @@ async fn metrics(State(state): State<AppState>) -> Response {
             "Store errors answered with 502.",
             "counter",
             read(&STORE_ERRORS),
+        ),
+        (
+            "zarrd_memory_budget_bytes",
+            "Memory answers may reserve at once (--memory-budget).",
+            "gauge",
+            state.service.budget().total() as f64,
+        ),
+        (
+            "zarrd_memory_reserved_bytes",
+            "Memory reserved by answers in progress.",
+            "gauge",
+            state.service.budget().reserved() as f64,
+        ),
+        (
+            "zarrd_memory_refused_total",
+            "Requests refused with 503 because the memory budget was spent.",
+            "counter",
+            crate::service::BUDGET_REFUSED.load(std::sync::atomic::Ordering::Relaxed) as f64,
         ),
         (
             "zarrd_load_shed_total",

@@ -756,4 +756,4 @@ impl ChunkSource for CachedSource {
 
 #[cfg(test)]
 #[path = "cache_tests.rs"]
-mod tests;
+pub(super) mod tests;

@@ -264,11 +264,13 @@ fn small_and_missing_chunks_weigh_what_holding_them_costs() {
     assert_eq!(tagged.weight(&key), missing.weight(&key) + 12);
 }
 
-/// A store counting the reads that return a value's bytes (not heads).
-#[derive(Debug)]
-struct CountedReads {
-    inner: object_store::memory::InMemory,
-    reads: std::sync::atomic::AtomicUsize,
+/// A store counting the reads that return a value's bytes (not heads),
+/// and the entries its listings return.
+#[derive(Debug, Default)]
+pub(crate) struct CountedReads {
+    pub inner: object_store::memory::InMemory,
+    pub reads: std::sync::atomic::AtomicUsize,
+    pub listed: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl std::fmt::Display for CountedReads {
@@ -321,14 +323,26 @@ impl object_store::ObjectStore for CountedReads {
         &self,
         prefix: Option<&object_store::path::Path>,
     ) -> futures::stream::BoxStream<'static, object_store::Result<object_store::ObjectMeta>> {
-        self.inner.list(prefix)
+        use futures::StreamExt;
+        let listed = self.listed.clone();
+        self.inner
+            .list(prefix)
+            .inspect(move |_| {
+                listed.fetch_add(1, Ordering::SeqCst);
+            })
+            .boxed()
     }
 
     async fn list_with_delimiter(
         &self,
         prefix: Option<&object_store::path::Path>,
     ) -> object_store::Result<object_store::ListResult> {
-        self.inner.list_with_delimiter(prefix).await
+        let result = self.inner.list_with_delimiter(prefix).await?;
+        self.listed.fetch_add(
+            result.objects.len() + result.common_prefixes.len(),
+            Ordering::SeqCst,
+        );
+        Ok(result)
     }
 
     async fn copy_opts(
@@ -375,10 +389,7 @@ async fn settle() {
 /// appearing where none was) reads the node again.
 #[tokio::test]
 async fn a_node_is_rechecked_by_the_versions_of_its_documents() {
-    let counted = Arc::new(CountedReads {
-        inner: object_store::memory::InMemory::new(),
-        reads: Default::default(),
-    });
+    let counted = Arc::new(CountedReads::default());
     let store = Store::new(counted.clone(), "counted");
     let key = |k: &str| StoreKey::new(k).unwrap();
     let put = |k: &'static str, doc: serde_json::Value| {

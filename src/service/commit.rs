@@ -31,7 +31,8 @@ impl Service {
                     TRANSACTION_CACHE_BYTES,
                     Recheck::Always,
                     self.limits,
-                );
+                )
+                .with_budget(self.budget.clone());
                 service.transactional = true;
                 // Watchers hear of the write once it is committed.
                 service.events = std::sync::Arc::new(super::events::Events::held());

@@ -9,14 +9,15 @@
 
 use std::collections::BTreeMap;
 use std::hash::{Hash, Hasher};
-use std::time::Instant;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
 
-use super::{Result, Service};
+use super::{ErrorKind, Result, Service, ServiceError};
 use crate::config::Recheck;
-use crate::store::{KeyMeta, StoreKey, Version};
+use crate::store::{Change, KeyMeta, StoreKey, Version};
 use crate::zarr::metadata::MAX_CONSOLIDATED_BYTES;
 
 /// The name of the consolidated document.
@@ -25,15 +26,30 @@ pub const ZMETADATA: &str = ".zmetadata";
 const ZARR_JSON: &str = "zarr.json";
 /// Documents it gathers.
 const DOCUMENTS: [&str; 3] = [".zgroup", ".zarray", ".zattrs"];
+/// Documents that make a folder an array's, whose folders a walk for
+/// consolidated metadata does not enter.
+const ARRAY_DOCUMENTS: [&str; 2] = [".zarray", ZARR_JSON];
 /// Most documents one is built from: past this, building it on every
 /// request would cost more than the requests it saves, so the group has
 /// none and clients read node by node, as without one.
 const MAX_DOCUMENTS: usize = 10_000;
 
-/// Documents built, by group: kept while nothing below the group changes
-/// through this server (and `--recheck-cached` trusts cached values).
+/// Documents built, by group and the subtree version they were built at.
+/// Requests for one at the same time share one build (moka runs one
+/// initialisation per key and hands its result to every waiter).
 pub struct Consolidated {
-    built: moka::future::Cache<String, (u64, Instant, Bytes, KeyMeta)>,
+    built: moka::future::Cache<(String, u64), Arc<Built>>,
+}
+
+/// One built document and what it was built from.
+pub(super) struct Built {
+    /// When it was built: which nodes exist is trusted for a while.
+    at: Instant,
+    bytes: Bytes,
+    meta: KeyMeta,
+    /// The documents it gathers, with the ETags they were read at (`None`:
+    /// changed too recently to be trusted), rechecked as `--recheck-cached` says.
+    sources: Vec<(StoreKey, Option<String>)>,
 }
 
 impl std::fmt::Debug for Consolidated {
@@ -47,13 +63,26 @@ impl Default for Consolidated {
         Consolidated {
             built: moka::future::Cache::builder()
                 .max_capacity(64 << 20)
-                .weigher(|k: &String, v: &(u64, Instant, Bytes, KeyMeta)| {
-                    u32::try_from(k.len() + v.2.len()).unwrap_or(u32::MAX)
+                .weigher(|k: &(String, u64), v: &Arc<Built>| {
+                    let sources: usize = v.sources.iter().map(|(k, _)| k.as_str().len() + 40).sum();
+                    u32::try_from(k.0.len() + v.bytes.len() + sources).unwrap_or(u32::MAX)
                 })
                 .build(),
         }
     }
 }
+
+/// How long which nodes exist below a group is trusted when cached values
+/// are always rechecked: a node another process adds or removes shows
+/// within this time; a document another process changes shows at once.
+const LISTING_TRUST: Duration = Duration::from_secs(2);
+/// Most folders a build lists: past them the group has none (clients read
+/// node by node), so a store of many folders that are not nodes cannot make
+/// every open of its root walk all of them.
+const MAX_FOLDERS: usize = 20_000;
+/// Memory a build reserves: the documents, their parsed form and the
+/// served bytes, at the most a consolidated document may be.
+const BUILD_BYTES: u64 = 3 * MAX_CONSOLIDATED_BYTES as u64;
 
 /// What a built document is served with: its size, and an ETag of its bytes.
 fn served_meta(bytes: &Bytes, last_modified: crate::store::chrono_like::Timestamp) -> KeyMeta {
@@ -72,65 +101,128 @@ fn inline(metadata: serde_json::Map<String, serde_json::Value>) -> serde_json::V
     serde_json::json!({"kind": "inline", "must_understand": false, "metadata": metadata})
 }
 
+/// The documents below a group, by path relative to it, with what they were
+/// read at.
+type Gathered = (
+    BTreeMap<String, serde_json::Value>,
+    Vec<(StoreKey, Option<String>)>,
+);
+
 impl Service {
-    /// A document built for `name` (a cache key) while `version` holds,
-    /// if it was built recently enough for `--recheck-cached`.
-    async fn built(&self, name: &str, version: u64) -> Option<(Bytes, KeyMeta)> {
-        let (v, at, bytes, meta) = self.consolidated.built.get(name).await?;
-        let trusted = match self.cache.recheck() {
-            Recheck::Always => false,
-            Recheck::After(d) => at.elapsed() < d,
-            Recheck::Never => true,
-        };
-        (v == version && trusted).then_some((bytes, meta))
-    }
-
-    async fn keep_built(&self, name: &str, version: u64, bytes: &Bytes, meta: &KeyMeta) {
-        self.consolidated
+    /// The document built for `name` at subtree `version`, when one is kept
+    /// that is still current; else built now (once for every request that
+    /// asks meanwhile) by `build`, `None` when the group is too large to
+    /// have one.
+    async fn built<F>(&self, name: &str, version: u64, build: F) -> Result<Option<Arc<Built>>>
+    where
+        F: std::future::Future<Output = Result<Option<Built>>> + Send,
+    {
+        let key = (name.to_string(), version);
+        if let Some(kept) = self.consolidated.built.get(&key).await {
+            if self.still_current(&kept).await? {
+                return Ok(Some(kept));
+            }
+            self.consolidated.built.invalidate(&key).await;
+        }
+        match self
+            .consolidated
             .built
-            .insert(
-                name.to_string(),
-                (version, Instant::now(), bytes.clone(), meta.clone()),
-            )
-            .await;
+            .try_get_with(key, async {
+                match build.await? {
+                    Some(b) => Ok(Arc::new(b)),
+                    // Not kept: the next request walks again (bounded).
+                    None => Err(None),
+                }
+            })
+            .await
+        {
+            Ok(b) => Ok(Some(b)),
+            Err(e) => match &*e {
+                None => Ok(None),
+                Some(e) => Err(e.clone()),
+            },
+        }
     }
 
-    /// The documents named one of `names` below `group`, by path relative
-    /// to it, parsed; `None` when there are more than [`MAX_DOCUMENTS`].
+    /// Whether a kept document still describes the hierarchy: its
+    /// documents unchanged (rechecked as `--recheck-cached` says), and which
+    /// nodes exist trusted for [`LISTING_TRUST`] (or as configured).
+    async fn still_current(&self, kept: &Built) -> Result<bool> {
+        let age = kept.at.elapsed();
+        match self.cache.recheck() {
+            Recheck::Never => return Ok(true),
+            Recheck::After(d) if age < d => return Ok(true),
+            Recheck::After(d) if age >= d.max(LISTING_TRUST) => return Ok(false),
+            Recheck::Always if age >= LISTING_TRUST => return Ok(false),
+            _ => {}
+        }
+        let changes = self.store.changed_since_many(&kept.sources).await?;
+        Ok(changes.iter().all(|c| matches!(c, Change::Unchanged)))
+    }
+
+    /// The documents named one of `names` at and below `group`, found
+    /// folder by folder without entering arrays (their chunks are most of a
+    /// store's keys), parsed; `None` past [`MAX_DOCUMENTS`] documents or
+    /// [`MAX_FOLDERS`] folders, found while walking.
     async fn documents_below(
         &self,
         group: &StoreKey,
         names: &[&str],
         except: Option<&StoreKey>,
-    ) -> Result<Option<BTreeMap<String, serde_json::Value>>> {
+    ) -> Result<Option<Gathered>> {
         let prefix = if group.is_root() {
             0
         } else {
             group.as_str().len() + 1
         };
-        let keys: Vec<StoreKey> = self
-            .store
-            .list_sizes(group)
-            .await?
-            .into_iter()
-            .map(|(k, _)| k)
-            .filter(|k| names.contains(&k.name()) && Some(k) != except)
-            .collect();
-        if keys.len() > MAX_DOCUMENTS {
-            return Ok(None);
-        }
         let mut documents = BTreeMap::new();
-        for k in keys {
-            let Some(bytes) = self.store.get(&k).await? else {
-                continue;
-            };
-            // A document that is not JSON is left out, as zarr-python
-            // could not have read it either; the node's own reads say why.
-            if let Ok(doc) = serde_json::from_slice::<serde_json::Value>(&bytes) {
-                documents.insert(k.as_str()[prefix..].to_string(), doc);
+        let mut sources = Vec::new();
+        let mut folders = vec![group.clone()];
+        let mut listed = 0usize;
+        while let Some(folder) = folders.pop() {
+            listed += 1;
+            if listed > MAX_FOLDERS {
+                return Ok(None);
+            }
+            // The folder's documents first, by name: an array's folder (with
+            // a v2 array's chunks in it) is never listed.
+            let mut array = false;
+            for name in names
+                .iter()
+                .chain(ARRAY_DOCUMENTS.iter().filter(|n| !names.contains(n)))
+            {
+                let key = folder.join(name)?;
+                let Some(got) = self.store.get_versioned(&key).await? else {
+                    continue;
+                };
+                let doc = serde_json::from_slice::<serde_json::Value>(&got.bytes).ok();
+                array |= *name == ".zarray"
+                    || doc
+                        .as_ref()
+                        .and_then(|d| d.get("node_type"))
+                        .and_then(|t| t.as_str())
+                        == Some("array");
+                if !names.contains(name) || Some(&key) == except {
+                    continue;
+                }
+                if sources.len() >= MAX_DOCUMENTS {
+                    return Ok(None);
+                }
+                sources.push((key.clone(), got.meta.trusted_e_tag()));
+                // A document that is not JSON is left out, as zarr-python
+                // could not have read it either; the node's own reads say why.
+                if let Some(doc) = doc {
+                    documents.insert(key.as_str()[prefix..].to_string(), doc);
+                }
+            }
+            if !array {
+                let level = self.store.list_dir_values(&folder).await?;
+                for p in level.prefixes.iter().rev() {
+                    folders.push(folder.join(p)?);
+                }
             }
         }
-        Ok(Some(documents))
+        Ok(Some((documents, sources)))
     }
 
     /// The consolidated document for `key` when it is a `.zmetadata` the
@@ -144,22 +236,39 @@ impl Service {
             return Ok(None);
         }
         let version = self.cache.subtree_version(&group);
-        if let Some(built) = self.built(key.as_str(), version).await {
-            return Ok(Some(built));
-        }
-        let Some(documents) = self.documents_below(&group, &DOCUMENTS, None).await? else {
-            return Ok(None);
-        };
-        let doc = serde_json::json!({"metadata": documents, "zarr_consolidated_format": 1});
-        let bytes = Bytes::from(serde_json::to_vec_pretty(&doc).unwrap_or_default());
-        let meta = served_meta(
-            &bytes,
-            crate::store::chrono_like::Timestamp::from_millis(
-                chrono::Utc::now().timestamp_millis(),
-            ),
-        );
-        self.keep_built(key.as_str(), version, &bytes, &meta).await;
-        Ok(Some((bytes, meta)))
+        let built = self
+            .built(key.as_str(), version, async {
+                let _memory = self
+                    .budget
+                    .reserve(BUILD_BYTES, "building consolidated metadata")
+                    .await?;
+                let Some((documents, sources)) =
+                    self.documents_below(&group, &DOCUMENTS, None).await?
+                else {
+                    return Ok(None);
+                };
+                let bytes = tokio::task::spawn_blocking(move || {
+                    let doc =
+                        serde_json::json!({"metadata": documents, "zarr_consolidated_format": 1});
+                    Bytes::from(serde_json::to_vec_pretty(&doc).unwrap_or_default())
+                })
+                .await
+                .map_err(|e| ServiceError::new(ErrorKind::Internal, "internal", e.to_string()))?;
+                let meta = served_meta(
+                    &bytes,
+                    crate::store::chrono_like::Timestamp::from_millis(
+                        chrono::Utc::now().timestamp_millis(),
+                    ),
+                );
+                Ok(Some(Built {
+                    at: Instant::now(),
+                    bytes,
+                    meta,
+                    sources,
+                }))
+            })
+            .await?;
+        Ok(built.map(|b| (b.bytes.clone(), b.meta.clone())))
     }
 
     /// Whether reads of `key` may be answered with consolidated metadata
@@ -198,39 +307,60 @@ impl Service {
             (self.cache.subtree_version(&group), &meta.version.e_tag).hash(&mut h);
             h.finish()
         };
-        if let Some(built) = self.built(key.as_str(), version).await {
-            return Ok(built);
-        }
-        let Some(documents) = self
-            .documents_below(&group, &[ZARR_JSON], Some(key))
-            .await?
-        else {
-            return Ok((stored, meta));
-        };
-        let members = documents
-            .into_iter()
-            .map(|(path, mut member)| {
-                let node = path
-                    .strip_suffix(ZARR_JSON)
-                    .unwrap_or(&path)
-                    .trim_end_matches('/')
-                    .to_string();
-                if let Some(m) = member.as_object_mut() {
-                    if m.get("node_type").and_then(|t| t.as_str()) == Some("group") {
-                        m.insert("consolidated_metadata".into(), inline(Default::default()));
-                    }
+        let own_tag = meta.trusted_e_tag();
+        let built = self
+            .built(key.as_str(), version, async {
+                let _memory = self
+                    .budget
+                    .reserve(BUILD_BYTES, "building consolidated metadata")
+                    .await?;
+                let Some((documents, mut sources)) = self
+                    .documents_below(&group, &[ZARR_JSON], Some(key))
+                    .await?
+                else {
+                    return Ok(None);
+                };
+                // The served bytes follow the stored document too.
+                sources.push((key.clone(), own_tag));
+                let bytes = tokio::task::spawn_blocking(move || {
+                    let members = documents
+                        .into_iter()
+                        .map(|(path, mut member)| {
+                            let node = path
+                                .strip_suffix(ZARR_JSON)
+                                .unwrap_or(&path)
+                                .trim_end_matches('/')
+                                .to_string();
+                            if let Some(m) = member.as_object_mut() {
+                                if m.get("node_type").and_then(|t| t.as_str()) == Some("group") {
+                                    m.insert(
+                                        "consolidated_metadata".into(),
+                                        inline(Default::default()),
+                                    );
+                                }
+                            }
+                            (node, member)
+                        })
+                        .collect();
+                    doc.insert("consolidated_metadata".into(), inline(members));
+                    Bytes::from(serde_json::to_vec_pretty(&doc).unwrap_or_default())
+                })
+                .await
+                .map_err(|e| ServiceError::new(ErrorKind::Internal, "internal", e.to_string()))?;
+                if bytes.len() > MAX_CONSOLIDATED_BYTES {
+                    return Ok(None);
                 }
-                (node, member)
+                Ok(Some(Built {
+                    at: Instant::now(),
+                    meta: served_meta(&bytes, meta.last_modified),
+                    bytes,
+                    sources,
+                }))
             })
-            .collect();
-        doc.insert("consolidated_metadata".into(), inline(members));
-        let bytes = Bytes::from(serde_json::to_vec_pretty(&doc).unwrap_or_default());
-        if bytes.len() > MAX_CONSOLIDATED_BYTES {
-            return Ok((stored, meta));
-        }
-        let served = served_meta(&bytes, meta.last_modified);
-        self.keep_built(key.as_str(), version, &bytes, &served)
-            .await;
-        Ok((bytes, served))
+            .await?;
+        Ok(match built {
+            Some(b) => (b.bytes.clone(), b.meta.clone()),
+            None => (stored, meta),
+        })
     }
 }

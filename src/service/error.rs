@@ -29,6 +29,8 @@ pub enum ErrorKind {
     Forbidden,
     /// The store failed or could not be reached.
     StoreUnavailable,
+    /// Refused for now: the server's memory budget is spent; retry shortly.
+    Busy,
     /// Stored data or metadata cannot be decoded.
     CorruptData,
     /// A bug or an invariant broken inside the server.

@@ -5,6 +5,7 @@
 //! runtime arrays, so a codec chain is built once, not per request), the
 //! limits on what one answer may cost, and what each write makes stale.
 
+mod budget;
 pub mod cache;
 mod commit;
 mod consolidated;
@@ -14,11 +15,13 @@ mod listing;
 mod ome;
 mod preview;
 mod read;
+mod tree;
 mod value;
 mod write;
 
 use std::sync::Arc;
 
+pub use budget::{default_budget, memory_limit, Budget, Reservation, REFUSED as BUDGET_REFUSED};
 pub use cache::{Node, ZarrCache};
 pub use commit::Writing;
 pub use error::{ErrorKind, Result, ServiceError};
@@ -27,6 +30,7 @@ pub use listing::{Listed, Page};
 pub use ome::{Image, Level};
 pub use preview::{Preview, PreviewKind};
 pub use read::{Content, Data, ReadRequest, Residence};
+pub use tree::{TreeNode, TreePage, MAX_TREE_PAGE, TREE_PAGE};
 pub use value::{Got, Value, ValueBody};
 pub use write::Preconditions;
 pub use write::{Incoming, NodeCreate, Written};
@@ -59,6 +63,8 @@ pub struct Service {
     transactional: bool,
     /// What writes changed, for watchers.
     events: Arc<events::Events>,
+    /// Memory every costly answer reserves before its work starts.
+    budget: Budget,
 }
 
 impl Service {
@@ -81,7 +87,23 @@ impl Service {
             consolidate_v3: true,
             transactional: false,
             events: Default::default(),
+            budget: Budget::new(
+                default_budget(cache_size),
+                std::time::Duration::from_secs(1),
+            ),
         }
+    }
+
+    /// Answers reserve their memory from `budget` (shared with whoever
+    /// holds a clone of it).
+    pub fn with_budget(mut self, budget: Budget) -> Self {
+        self.budget = budget;
+        self
+    }
+
+    /// The process's memory budget.
+    pub fn budget(&self) -> &Budget {
+        &self.budget
     }
 
     /// Whether a v3 group's `zarr.json` that stores no consolidated
@@ -119,27 +141,6 @@ impl Service {
         })
     }
 
-    /// Every node at and below `path`, each with its runtime array when it
-    /// is one (or why it cannot be read).
-    pub async fn tree(&self, path: &StoreKey) -> Result<Vec<TreeNode>> {
-        let nodes = self.hierarchy.walk(path).await?;
-        Ok(nodes
-            .into_iter()
-            .map(|(p, node)| {
-                let node = node.map_err(ServiceError::from).map(|meta| {
-                    let array = match &meta {
-                        NodeMetadata::Array(m) => StoreKey::new(&p)
-                            .ok()
-                            .and_then(|k| self.hierarchy.bind(&k, (**m).clone()).ok()),
-                        NodeMetadata::Group(_) => None,
-                    };
-                    Node { meta, array }
-                });
-                TreeNode { path: p, node }
-            })
-            .collect())
-    }
-
     /// The nodes directly below a group, by name (or why each cannot be read).
     pub async fn members(&self, path: &StoreKey) -> Result<Vec<(String, Result<NodeMetadata>)>> {
         Ok(self
@@ -166,19 +167,47 @@ impl Service {
         } else {
             array.path().as_str().len() + 1
         };
-        let mut storage = Storage::default();
+        let mut storage = Storage {
+            complete: true,
+            ..Default::default()
+        };
         let cells = meta.grid_shape().iter().product::<u64>();
         let mut present = (cells <= CHUNK_MAP_MAX).then(Vec::new);
-        for (k, size) in self.store.list_sizes(array.path()).await? {
-            if let Some(index) = meta
-                .chunk_key_encoding
-                .decode(&k.as_str()[prefix_len..], meta.ndim())
-            {
-                storage.stored_bytes += size;
-                storage.chunks_initialized += 1;
-                if let Some(p) = present.as_mut() {
-                    p.push(index);
+        // Page by page, and only so far: what a description costs must not
+        // grow with the chunks an array has stored.
+        let mut offset: Option<StoreKey> = None;
+        let mut listed = 0u64;
+        loop {
+            let page = self
+                .store
+                .list_page(
+                    array.path(),
+                    offset.as_ref().map(|k| k.as_str()),
+                    STORAGE_PAGE,
+                )
+                .await?;
+            let last = page.len() < STORAGE_PAGE;
+            listed += page.len() as u64;
+            offset = page.last().map(|(k, _)| k.clone());
+            for (k, m) in page {
+                if let Some(index) = meta
+                    .chunk_key_encoding
+                    .decode(&k.as_str()[prefix_len..], meta.ndim())
+                {
+                    storage.stored_bytes += m.size;
+                    storage.chunks_initialized += 1;
+                    if let Some(p) = present.as_mut() {
+                        p.push(index);
+                    }
                 }
+            }
+            if last {
+                break;
+            }
+            if listed >= MAX_STORAGE_KEYS {
+                storage.complete = false;
+                present = None;
+                break;
             }
         }
         if let Some(p) = present.as_mut() {
@@ -189,22 +218,26 @@ impl Service {
     }
 }
 
-/// One node of a tree walk.
-#[derive(Debug)]
-pub struct TreeNode {
-    pub path: String,
-    pub node: Result<Node>,
-}
-
 /// Grids up to this many cells (chunks, or shards) say which cells are stored.
 pub const CHUNK_MAP_MAX: u64 = 4096;
+
+/// Keys listed a page at a time when an array's storage is counted.
+const STORAGE_PAGE: usize = 4096;
+/// Most keys counted: past them the counts are lower bounds.
+pub const MAX_STORAGE_KEYS: u64 = 100_000;
 
 /// What an array occupies in the store.
 #[derive(Debug, Default, Clone)]
 pub struct Storage {
+    /// Whether every stored key was counted (false past [`MAX_STORAGE_KEYS`]:
+    /// the counts are then lower bounds).
+    pub complete: bool,
     pub stored_bytes: u64,
     pub chunks_initialized: u64,
     /// The grid indices of the stored cells, in order, when the grid has at
     /// most [`CHUNK_MAP_MAX`] cells.
     pub present: Option<Vec<Vec<u64>>>,
 }
+
+#[cfg(test)]
+mod derived_tests;

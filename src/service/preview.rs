@@ -7,6 +7,12 @@ use super::{Result, Service, ServiceError};
 use crate::store::StoreKey;
 use crate::zarr::{DataType, Selection};
 
+/// Most chunks (inner chunks when sharded) a thumbnail decodes before it
+/// shows a region of the array rather than all of it.
+pub const MAX_PREVIEW_CHUNKS: u64 = 256;
+/// Chunks along each drawn dimension of that region.
+const REGION_CHUNKS: u64 = 16;
+
 /// Which kind of picture a thumbnail is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PreviewKind {
@@ -30,7 +36,9 @@ impl Service {
     /// The data of a thumbnail at most `size` elements along each drawn
     /// dimension: index 0 of the leading dimensions and the last two strided
     /// by one step (so the picture keeps the array's aspect), or a 1-D
-    /// array strided to at most `size` points.
+    /// array strided to at most `size` points. When that would decode more
+    /// than [`MAX_PREVIEW_CHUNKS`] chunks, the picture is of the array's
+    /// first chunks, at most [`REGION_CHUNKS`] along each drawn dimension.
     pub async fn preview(&self, path: &StoreKey, size: u64) -> Result<Preview> {
         let version = self.cache.subtree_version(path);
         let array = self.array(&self.store.pin(path).await?).await?;
@@ -72,15 +80,31 @@ impl Service {
                 format!("'{path}' has shape {shape:?}, with no elements to draw"),
             ));
         }
-        let longest = spatial.iter().copied().max().unwrap_or(1);
-        let step = longest.div_ceil(size.max(1));
-        let mut items: Vec<String> = vec!["0".into(); lead];
-        items.extend(spatial.iter().map(|_| format!("::{step}")));
-        if kind == PreviewKind::Rgb {
-            items.push(":".into());
+        // A thumbnail strided over the whole array decodes every chunk a
+        // sample falls in, which for a large array of small chunks is all
+        // of them: past a bound it shows the array's first chunks instead,
+        // so its cost follows the picture, not the array.
+        let chunks = array.read_chunk_shape();
+        let strided = |extent: &[u64]| -> Result<Selection> {
+            let longest = extent.iter().copied().max().unwrap_or(1);
+            let step = longest.div_ceil(size.max(1));
+            let mut items: Vec<String> = vec!["0".into(); lead];
+            items.extend(extent.iter().map(|e| format!("0:{e}:{step}")));
+            if kind == PreviewKind::Rgb {
+                items.push(":".into());
+            }
+            Selection::parse(&items.join(","))
+                .map_err(|e| ServiceError::invalid("bad_selection", e.to_string()))
+        };
+        let mut selection = strided(spatial)?;
+        if selection.resolve(shape)?.chunk_count_bound(&chunks) > MAX_PREVIEW_CHUNKS {
+            let region: Vec<u64> = spatial
+                .iter()
+                .zip(&chunks[lead..])
+                .map(|(&s, &c)| s.min(c.saturating_mul(REGION_CHUNKS)))
+                .collect();
+            selection = strided(&region)?;
         }
-        let selection = Selection::parse(&items.join(","))
-            .map_err(|e| ServiceError::invalid("bad_selection", e.to_string()))?;
         let request = ReadRequest {
             selection,
             field: None,

@@ -36,6 +36,10 @@ const JOIN_BYTES: u64 = 2 << 20;
 /// (see [`Recent`]).
 const MAX_RECENT_BYTES: u64 = 64 << 20;
 
+/// What a streamed answer holds at most at once: two slabs in flight, each
+/// with the chunks it decodes.
+const STREAM_PEAK: u64 = 4 * WHOLE_ROWS_BYTES;
+
 /// Elements of variable-length data read at a time.
 const VARIABLE_SLAB: u64 = 1 << 16;
 
@@ -73,6 +77,8 @@ pub struct Data {
     /// The fill value as one element of `dtype` (`None` for a field).
     pub fill: Option<Vec<u8>>,
     pub content: Content,
+    /// The memory budget this answer holds until it has been sent.
+    pub reservation: super::Reservation,
 }
 
 pub enum Content {
@@ -144,6 +150,16 @@ impl Service {
                 "the selection has {count} elements (about {estimate} bytes as asked), over the {limit}-byte limit; select a smaller region, fewer points, one field, or use format=npy"
             )));
         }
+        // What the answer holds at its peak: in memory, the data and its
+        // encoding; streamed, the slabs in flight and the chunks they decode.
+        let held = match (residence, elem) {
+            (Residence::Streamed, Some(elem)) => count.saturating_mul(elem).min(STREAM_PEAK),
+            (Residence::InMemory { .. }, Some(elem)) => {
+                estimate.saturating_add(count.saturating_mul(elem))
+            }
+            (_, None) => estimate.saturating_mul(2),
+        };
+        let reservation = self.budget.reserve(held, "this selection").await?;
         let fill = field.is_none().then(|| array.chunk_repr().fill.0.clone());
         let content = match (residence, elem) {
             (_, None) => Content::Whole(ArrayBytes::Variable(
@@ -182,6 +198,7 @@ impl Service {
             limit,
             fill,
             content,
+            reservation,
         })
     }
 }

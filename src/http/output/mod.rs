@@ -34,6 +34,12 @@ pub trait Output: Send + Sync {
     fn fixed_size_only(&self) -> bool {
         false
     }
+    /// Memory `encode` needs beyond the data itself, reserved from the
+    /// server's budget before it runs (what the read reserved covers the
+    /// data and an encoding `residence` declares).
+    fn encode_memory(&self, _data: &Data) -> u64 {
+        0
+    }
     /// The response carrying `data`.
     fn encode(&self, data: Data, render: &Render) -> ApiResult<Response>;
     /// A read's error as this format words it (images say a type cannot

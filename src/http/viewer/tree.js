@@ -5,6 +5,9 @@
 import { getJSON, request, urls, isAbort, encodeSegment } from "./api.js";
 import { el, isDrawable } from "./format.js";
 
+/** Pages of the tree the viewer loads (of up to 1,000 nodes each). */
+const MAX_PAGES = 50;
+
 function parentOf(path) {
   const i = path.lastIndexOf("/");
   return i < 0 ? (path === "" ? null : "") : path.slice(0, i);
@@ -52,15 +55,24 @@ export class Tree {
   /** Loads the whole hierarchy; answers the map of node summaries. */
   async load() {
     this.status.textContent = "Loading…";
-    let answer;
+    // The server answers a page at a time; a hierarchy past MAX_PAGES
+    // pages is shown in part, and says so.
+    let nodes = [];
+    let after = null;
+    let pages = 0;
     try {
-      answer = await getJSON(urls.tree());
+      do {
+        const answer = await getJSON(urls.tree(after));
+        nodes = nodes.concat(answer.nodes || []);
+        after = answer.next || null;
+        pages += 1;
+      } while (after && pages < MAX_PAGES);
     } catch (e) {
       this.status.textContent = isAbort(e) ? "" : `The hierarchy could not be listed: ${e.message}`;
       throw e;
     }
-    this.build(answer.nodes || []);
-    this.status.textContent = "";
+    this.build(nodes);
+    this.status.textContent = after ? `Showing the first ${nodes.length} nodes of a larger hierarchy.` : "";
     if (this.query) this.filter(this.query);
     return this.infos();
   }
