@@ -49,6 +49,15 @@ fn main() -> std::process::ExitCode {
     };
     init_logging(config.log_format);
     raise_file_limit();
+    // Decoding, drawing and building large answers run on rayon's threads,
+    // a little below the threads that answer requests: when the cores are
+    // busy with them, a probe or a small read still gets its turn at once.
+    if let Err(e) = rayon::ThreadPoolBuilder::new()
+        .start_handler(|_| lower_this_threads_priority())
+        .build_global()
+    {
+        tracing::warn!(error = %e, "the decoding pool keeps its default set-up");
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .max_blocking_threads(MAX_BLOCKING_THREADS)
@@ -93,6 +102,19 @@ fn raise_file_limit() {
             if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
                 tracing::debug!("could not raise the open file limit");
             }
+        }
+    }
+}
+
+/// Lower the calling thread's scheduling priority by a few steps (Linux
+/// schedules threads, so this is the thread's own nice value).
+fn lower_this_threads_priority() {
+    // SAFETY: gettid and setpriority take and change nothing but the
+    // calling thread's priority.
+    unsafe {
+        let tid = libc::gettid();
+        if libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, 5) != 0 {
+            tracing::debug!("could not lower a decoding thread's priority");
         }
     }
 }

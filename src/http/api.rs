@@ -465,15 +465,7 @@ async fn data(
     // Building a large answer whole (drawing, JSON) is CPU work the size of
     // the answer: off the async threads, which must stay free for others.
     let response = if matches!(data.content, Content::Whole(_)) && held.bytes() > 0 {
-        tokio::task::spawn_blocking(move || format.encode(data, &render))
-            .await
-            .map_err(|e| {
-                ApiError::new(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "internal",
-                    format!("encoding the answer failed: {e}"),
-                )
-            })??
+        crate::zarr::array::run_blocking(move || Ok(format.encode(data, &render))).await??
     } else {
         format.encode(data, &render)?
     };

@@ -5,7 +5,11 @@ use axum::extract::{FromRequestParts, Path, Query};
 use axum::http::request::Parts;
 use serde::de::DeserializeOwned;
 
+use futures::StreamExt;
+
 use super::error::ApiError;
+use super::AppState;
+use crate::service::{budget, Reservation};
 
 /// `Query<T>` that rejects with a JSON 400 naming the problem.
 pub struct ApiQuery<T>(pub T);
@@ -39,40 +43,85 @@ impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for ApiPath
     }
 }
 
-/// The request body as bytes, with the size limit's rejection as a JSON 413.
-pub struct ApiBody(pub axum::body::Bytes);
+/// The request body as bytes, with the size limit's rejection as a JSON 413,
+/// and the memory it holds reserved from the server's budget while the
+/// request is handled: its declared length before it is read, or, for a
+/// body of unknown length, step by step as it arrives.
+pub struct ApiBody(pub axum::body::Bytes, pub Reservation);
 
-impl<S: Send + Sync> axum::extract::FromRequest<S> for ApiBody {
+/// A body of unknown length reserves at least this much more at a time.
+const BODY_STEP: u64 = 1 << 20;
+
+fn body_error(
+    e: &(dyn std::error::Error + 'static),
+    status: axum::http::StatusCode,
+    text: String,
+) -> ApiError {
+    if timed_out(e) {
+        return ApiError::new(
+            axum::http::StatusCode::REQUEST_TIMEOUT,
+            "body_timeout",
+            "the request body stalled for longer than the server's --body-timeout",
+        );
+    }
+    ApiError::new(
+        status,
+        if status == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
+            "body_too_large"
+        } else {
+            "bad_body"
+        },
+        format!("request body: {text} (the limit is set with --max-body-size)"),
+    )
+}
+
+impl axum::extract::FromRequest<AppState> for ApiBody {
     type Rejection = ApiError;
 
     async fn from_request(
         request: axum::extract::Request,
-        state: &S,
+        state: &AppState,
     ) -> Result<Self, Self::Rejection> {
-        axum::body::Bytes::from_request(request, state)
-            .await
-            .map(ApiBody)
-            .map_err(|e| {
-                if timed_out(&e) {
-                    return ApiError::new(
-                        axum::http::StatusCode::REQUEST_TIMEOUT,
-                        "body_timeout",
-                        "the request body stalled for longer than the server's --body-timeout",
-                    );
-                }
-                ApiError::new(
-                    e.status(),
-                    if e.status() == axum::http::StatusCode::PAYLOAD_TOO_LARGE {
-                        "body_too_large"
-                    } else {
-                        "bad_body"
-                    },
-                    format!(
-                        "request body: {} (the limit is set with --max-body-size)",
-                        e.body_text()
-                    ),
-                )
-            })
+        let budget = state.service.budget();
+        let declared = request
+            .headers()
+            .get(axum::http::header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if let Some(length) = declared {
+            // Past the limit the read below refuses it without reading it.
+            let held = budget
+                .reserve(length.min(state.config.max_body_size), "this request body")
+                .await?;
+            let bytes = axum::body::Bytes::from_request(request, state)
+                .await
+                .map_err(|e| body_error(&e, e.status(), e.body_text()))?;
+            return Ok(ApiBody(bytes, held));
+        }
+        let limit = state.config.max_body_size;
+        let mut held = Reservation::default();
+        let mut buf = bytes::BytesMut::new();
+        let mut frames = request.into_body().into_data_stream();
+        while let Some(frame) = frames.next().await {
+            let frame = frame
+                .map_err(|e| body_error(&e, axum::http::StatusCode::BAD_REQUEST, e.to_string()))?;
+            let size = (buf.len() + frame.len()) as u64;
+            if size > limit {
+                return Err(body_error(
+                    &std::io::Error::other("too large"),
+                    axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("longer than {limit} bytes"),
+                ));
+            }
+            if size > held.bytes().max(budget::SMALL) {
+                let more = budget
+                    .reserve(held.bytes().max(BODY_STEP), "this request body")
+                    .await?;
+                held = held.merge(more);
+            }
+            buf.extend_from_slice(&frame);
+        }
+        Ok(ApiBody(buf.freeze(), held))
     }
 }
 

@@ -77,7 +77,7 @@ pub async fn put_key(
     ApiPath(raw): ApiPath<String>,
     caller: Option<axum::Extension<super::auth::Caller>>,
     headers: HeaderMap,
-    ApiBody(value): ApiBody,
+    ApiBody(value, _held): ApiBody,
 ) -> ApiResult<Response> {
     state.check_writable()?;
     let key = writable_key(&raw)?;
@@ -258,7 +258,7 @@ pub async fn put_meta(
     ApiQuery(params): ApiQuery<OverwriteParam>,
     caller: Option<axum::Extension<super::auth::Caller>>,
     CommitMessage(message): CommitMessage,
-    ApiBody(body): ApiBody,
+    ApiBody(body, _held): ApiBody,
 ) -> ApiResult<Response> {
     state.check_writable()?;
     let key = node_path(&path)?;
@@ -303,7 +303,7 @@ pub async fn patch_meta(
     ApiPath(path): ApiPath<String>,
     caller: Option<axum::Extension<super::auth::Caller>>,
     CommitMessage(message): CommitMessage,
-    ApiBody(body): ApiBody,
+    ApiBody(body, _held): ApiBody,
 ) -> ApiResult<Response> {
     state.check_writable()?;
     let key = node_path(&path)?;
@@ -356,7 +356,7 @@ pub async fn put_data(
     ApiQuery(params): ApiQuery<WriteParams>,
     headers: HeaderMap,
     CommitMessage(message): CommitMessage,
-    ApiBody(body): ApiBody,
+    ApiBody(body, _held): ApiBody,
 ) -> ApiResult<Response> {
     state.check_writable()?;
     let key = node_path(&path)?;
@@ -391,7 +391,7 @@ pub async fn append(
     ApiQuery(params): ApiQuery<AppendParams>,
     headers: HeaderMap,
     CommitMessage(message): CommitMessage,
-    ApiBody(body): ApiBody,
+    ApiBody(body, _held): ApiBody,
 ) -> ApiResult<Response> {
     state.check_writable()?;
     let key = node_path(&path)?;

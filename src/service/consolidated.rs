@@ -15,9 +15,10 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
 
-use super::{ErrorKind, Result, Service, ServiceError};
+use super::{Reservation, Result, Service};
 use crate::config::Recheck;
 use crate::store::{Change, KeyMeta, StoreKey, Version};
+use crate::zarr::array::run_blocking;
 use crate::zarr::metadata::MAX_CONSOLIDATED_BYTES;
 
 /// The name of the consolidated document.
@@ -80,9 +81,9 @@ const LISTING_TRUST: Duration = Duration::from_secs(2);
 /// node by node), so a store of many folders that are not nodes cannot make
 /// every open of its root walk all of them.
 const MAX_FOLDERS: usize = 20_000;
-/// Memory a build reserves: the documents, their parsed form and the
-/// served bytes, at the most a consolidated document may be.
-const BUILD_BYTES: u64 = 3 * MAX_CONSOLIDATED_BYTES as u64;
+/// Memory a build reserves per byte of the documents it gathers: their
+/// parsed form and the served bytes.
+const BUILD_BYTES_PER_BYTE: u64 = 8;
 
 /// What a built document is served with: its size, and an ETag of its bytes.
 fn served_meta(bytes: &Bytes, last_modified: crate::store::chrono_like::Timestamp) -> KeyMeta {
@@ -102,10 +103,12 @@ fn inline(metadata: serde_json::Map<String, serde_json::Value>) -> serde_json::V
 }
 
 /// The documents below a group, by path relative to it, with what they were
-/// read at.
+/// read at, and the memory reserved for holding them and what is built of
+/// them.
 type Gathered = (
     BTreeMap<String, serde_json::Value>,
     Vec<(StoreKey, Option<String>)>,
+    Reservation,
 );
 
 impl Service {
@@ -177,6 +180,10 @@ impl Service {
         };
         let mut documents = BTreeMap::new();
         let mut sources = Vec::new();
+        // Reserved as the documents are read, so a small group reserves
+        // little and a large one waits for memory or is refused.
+        let mut held = Reservation::default();
+        let mut gathered = 0u64;
         let mut folders = vec![group.clone()];
         let mut listed = 0usize;
         while let Some(folder) = folders.pop() {
@@ -209,6 +216,18 @@ impl Service {
                     return Ok(None);
                 }
                 sources.push((key.clone(), got.meta.trusted_e_tag()));
+                gathered += got.bytes.len() as u64 * BUILD_BYTES_PER_BYTE;
+                // Larger than any consolidated document may be: none.
+                if gathered > MAX_CONSOLIDATED_BYTES as u64 * BUILD_BYTES_PER_BYTE {
+                    return Ok(None);
+                }
+                if gathered > held.bytes().max(super::budget::SMALL) {
+                    let more = self
+                        .budget
+                        .reserve(held.bytes().max(1 << 20), "building consolidated metadata")
+                        .await?;
+                    held = held.merge(more);
+                }
                 // A document that is not JSON is left out, as zarr-python
                 // could not have read it either; the node's own reads say why.
                 if let Some(doc) = doc {
@@ -222,7 +241,7 @@ impl Service {
                 }
             }
         }
-        Ok(Some((documents, sources)))
+        Ok(Some((documents, sources, held)))
     }
 
     /// The consolidated document for `key` when it is a `.zmetadata` the
@@ -238,22 +257,19 @@ impl Service {
         let version = self.cache.subtree_version(&group);
         let built = self
             .built(key.as_str(), version, async {
-                let _memory = self
-                    .budget
-                    .reserve(BUILD_BYTES, "building consolidated metadata")
-                    .await?;
-                let Some((documents, sources)) =
+                let Some((documents, sources, _memory)) =
                     self.documents_below(&group, &DOCUMENTS, None).await?
                 else {
                     return Ok(None);
                 };
-                let bytes = tokio::task::spawn_blocking(move || {
+                let bytes = run_blocking(move || {
                     let doc =
                         serde_json::json!({"metadata": documents, "zarr_consolidated_format": 1});
-                    Bytes::from(serde_json::to_vec_pretty(&doc).unwrap_or_default())
+                    Ok(Bytes::from(
+                        serde_json::to_vec_pretty(&doc).unwrap_or_default(),
+                    ))
                 })
-                .await
-                .map_err(|e| ServiceError::new(ErrorKind::Internal, "internal", e.to_string()))?;
+                .await?;
                 let meta = served_meta(
                     &bytes,
                     crate::store::chrono_like::Timestamp::from_millis(
@@ -310,11 +326,7 @@ impl Service {
         let own_tag = meta.trusted_e_tag();
         let built = self
             .built(key.as_str(), version, async {
-                let _memory = self
-                    .budget
-                    .reserve(BUILD_BYTES, "building consolidated metadata")
-                    .await?;
-                let Some((documents, mut sources)) = self
+                let Some((documents, mut sources, _memory)) = self
                     .documents_below(&group, &[ZARR_JSON], Some(key))
                     .await?
                 else {
@@ -322,7 +334,7 @@ impl Service {
                 };
                 // The served bytes follow the stored document too.
                 sources.push((key.clone(), own_tag));
-                let bytes = tokio::task::spawn_blocking(move || {
+                let bytes = run_blocking(move || {
                     let members = documents
                         .into_iter()
                         .map(|(path, mut member)| {
@@ -343,10 +355,11 @@ impl Service {
                         })
                         .collect();
                     doc.insert("consolidated_metadata".into(), inline(members));
-                    Bytes::from(serde_json::to_vec_pretty(&doc).unwrap_or_default())
+                    Ok(Bytes::from(
+                        serde_json::to_vec_pretty(&doc).unwrap_or_default(),
+                    ))
                 })
-                .await
-                .map_err(|e| ServiceError::new(ErrorKind::Internal, "internal", e.to_string()))?;
+                .await?;
                 if bytes.len() > MAX_CONSOLIDATED_BYTES {
                     return Ok(None);
                 }
