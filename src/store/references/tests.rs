@@ -266,3 +266,83 @@ fn validators_follow_targets_without_etags_by_time_and_size() {
     assert_ne!(tag(&target(1_700_000_001, 300)), first, "modified later");
     assert_ne!(tag(&target(1_700_000_000, 301)), first, "another size");
 }
+
+/// A folder of a set of many references is listed a page at a time from
+/// the set's ordered index (what S3 listings with `delimiter=/` and
+/// `/zarr/` folder listings read), resuming from the page's token, and the
+/// whole set in key order a batch at a time: a page costs the page, not
+/// the set.
+#[tokio::test]
+async fn listings_of_a_set_come_a_page_at_a_time_in_key_order() {
+    use futures::TryStreamExt;
+    use object_store::list::{PaginatedListOptions, PaginatedListStore};
+    use object_store::ObjectStore;
+    let mut refs = serde_json::Map::new();
+    refs.insert(".zgroup".into(), json!("{\"zarr_format\": 2}"));
+    for i in 0..2500 {
+        refs.insert(format!("a/{i}"), json!(["data.bin", i % 256, 1]));
+    }
+    for k in ["a/sub/x", "a/sub/y", "b/.zattrs", "c"] {
+        refs.insert(k.into(), json!("{}"));
+    }
+    let set = super::References::parse(
+        json!({"version": 1, "refs": refs}).to_string().as_bytes(),
+        "file:///data/refs.json",
+        &[],
+    )
+    .unwrap();
+    let page = |prefix: &'static str, token: Option<String>, offset: Option<&str>| {
+        let opts = PaginatedListOptions {
+            delimiter: Some("/".into()),
+            max_keys: Some(1000),
+            page_token: token,
+            offset: offset.map(str::to_string),
+            ..Default::default()
+        };
+        set.list_paginated(Some(prefix), opts)
+    };
+    let (mut names, mut token, mut pages) = (Vec::new(), None, 0);
+    loop {
+        let listed = page("a/", token, None).await.unwrap();
+        pages += 1;
+        assert!(listed.result.objects.len() + listed.result.common_prefixes.len() <= 1000);
+        names.extend(listed.result.objects.iter().map(|m| m.location.to_string()));
+        names.extend(
+            listed
+                .result
+                .common_prefixes
+                .iter()
+                .map(|p| format!("{p}/")),
+        );
+        token = listed.page_token;
+        if token.is_none() {
+            break;
+        }
+    }
+    assert_eq!(pages, 3);
+    let mut expected: Vec<String> = (0..2500).map(|i| format!("a/{i}")).collect();
+    expected.push("a/sub/".into());
+    names.sort();
+    expected.sort();
+    assert_eq!(names, expected);
+    // After a key, and after a folder (past everything in it).
+    let after = page("a/", None, Some("a/998")).await.unwrap();
+    assert_eq!(after.result.objects[0].location.as_ref(), "a/999");
+    let root = page("", None, Some("a/\u{10FFFF}")).await.unwrap();
+    let folders: Vec<String> = root
+        .result
+        .common_prefixes
+        .iter()
+        .map(|p| p.to_string())
+        .collect();
+    assert_eq!(folders, ["b"]);
+    assert_eq!(root.result.objects[0].location.as_ref(), "c");
+    // The whole set in key order, from any key on.
+    let all: Vec<String> = set
+        .list_with_offset(None, &object_store::path::Path::from("a/999"))
+        .map_ok(|m| m.location.to_string())
+        .try_collect()
+        .await
+        .unwrap();
+    assert_eq!(all, ["a/sub/x", "a/sub/y", "b/.zattrs", "c"]);
+}
