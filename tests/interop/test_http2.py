@@ -314,6 +314,23 @@ def test_a_stream_its_client_stops_taking_frees_its_place(blob_server, path):
         stalled.close()
 
 
+def test_a_stalled_stream_is_closed_one_body_timeout_after_its_last_progress(blob_server):
+    """--body-timeout (1 s here) holds HTTP/2 streams as it holds HTTP/1.1
+    bodies: the connection of a stream its client takes nothing of closes
+    between one and 1.25 timeouts later (checking twice a timeout apart held
+    it for two)."""
+    stalled = H2Client(blob_server, window=1)
+    try:
+        started = time.monotonic()
+        stalled.get("/zarr/big/blob")
+        stalled.pump(5)
+        took = time.monotonic() - started
+        assert stalled.closed
+        assert 1.0 <= took < 1.7, f"closed after {took:.2f} s"
+    finally:
+        stalled.close()
+
+
 def test_an_idle_http2_connection_is_closed_with_goaway(blob_server):
     import h2.errors
     idle = H2Client(blob_server, window=65535)
