@@ -47,6 +47,7 @@ fn bench_warm_small_slice(c: &mut Criterion) {
         selection: selection.clone(),
         field: None,
         fixed_size_only: false,
+        encoding_per_element: 0,
     };
     let hierarchy = Hierarchy::new(store.clone());
     let mut group = c.benchmark_group("warm_16x16_slice");

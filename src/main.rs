@@ -135,10 +135,12 @@ async fn run(config: Config) -> Result<(), Box<dyn std::error::Error>> {
         zarrd::demo::store().await?
     } else {
         let source = Source::root(&config.root, &config.reference_targets);
+        let store = open(&source).await?;
+        // After opening, which creates a directory that is not there yet.
         if let (Source::Store(location), false) = (&source, config.read_only) {
             zarrd::config::mark_served_as_store(location);
         }
-        open(&source).await?
+        store
     };
     if !config.mounts.is_empty() {
         let mut mounts = Vec::new();

@@ -424,14 +424,14 @@ async fn a_thumbnail_is_a_small_strided_picture_of_the_first_step() {
 
 /// Drawing costs some 36 bytes a pixel beyond the data: an image reserves
 /// that from the memory budget before it is drawn, and one that could never
-/// fit is refused before it is drawn; while the budget is held by
+/// fit is refused before anything is read; while the budget is held by
 /// others, the next waits, then gets 503 with `Retry-After`.
 #[tokio::test]
 async fn images_reserve_their_drawing_from_the_memory_budget() {
     let store = Store::memory();
     let h = Hierarchy::new(store.clone());
-    let mut spec = ArraySpec::new(3, vec![2048, 2048], DataType::Float32);
-    spec.chunks = Some(vec![512, 512]);
+    let mut spec = ArraySpec::new(3, vec![4096, 4096], DataType::Float32);
+    spec.chunks = Some(vec![1024, 1024]);
     h.create_array(&node_path("big").unwrap(), &spec, false)
         .await
         .unwrap();
@@ -439,12 +439,13 @@ async fn images_reserve_their_drawing_from_the_memory_budget() {
         store,
         Config {
             recheck_cached: Recheck::Never,
-            // The smallest budget: 64 MiB.
+            // The smallest budget: 256 MiB.
             memory_budget: 0,
             ..Config::default()
         },
     ));
-    // 4 Mpx: 16 MiB of data and 128 MiB of drawing, more than the budget.
+    // 16 Mpx: 64 MiB of data, as much again for its encoding and 512 MiB
+    // of drawing, more than the budget: refused before it is read.
     let (s, _, b) = call(
         &app,
         Method::GET,
@@ -462,8 +463,8 @@ async fn images_reserve_their_drawing_from_the_memory_budget() {
             .contains("--memory-budget"),
         "{e}"
     );
-    // 1 Mpx fits (4 MiB + 32 MiB), alone.
-    let one = "/api/v1/data/big?format=png&select=0:1024,0:1024";
+    // 4 Mpx fits (32 MiB + 128 MiB), alone.
+    let one = "/api/v1/data/big?format=png&select=0:2048,0:2048";
     let (s, h, _) = call(&app, Method::GET, one, &[], Body::empty()).await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(h["content-type"], "image/png");
@@ -478,4 +479,63 @@ async fn images_reserve_their_drawing_from_the_memory_budget() {
             "{s}"
         );
     }
+}
+
+/// With `--recheck-cached always` a thumbnail is kept by the ETags of its
+/// array's document and the chunks it was drawn from: while they hold it is
+/// not read and drawn again (a chunk rewritten in place at the same size and
+/// time keeps its ETag, so the kept picture shows), and a chunk whose ETag
+/// changes is drawn anew.
+#[tokio::test]
+async fn thumbnails_are_kept_while_their_chunks_keep_their_etags() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::local(dir.path()).unwrap();
+    let h = Hierarchy::new(store.clone());
+    let mut spec = ArraySpec::new(3, vec![64, 64], DataType::UInt8);
+    spec.chunks = Some(vec![32, 32]);
+    spec.codecs = Some(Value::Null);
+    let a = h
+        .create_array(&node_path("t").unwrap(), &spec, false)
+        .await
+        .unwrap();
+    let values: Vec<u8> = (0..64 * 64).map(|i| (i % 64) as u8).collect();
+    a.write(
+        &Selection::all().resolve(&[64, 64]).unwrap(),
+        ArrayBytes::Fixed(values),
+    )
+    .await
+    .unwrap();
+    // Old enough for their ETags to be trusted.
+    let long_ago = std::time::SystemTime::now() - std::time::Duration::from_secs(600);
+    let set_time = |path: &std::path::Path, t: std::time::SystemTime| {
+        let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+        f.set_times(std::fs::FileTimes::new().set_modified(t))
+            .unwrap();
+    };
+    for file in ["t/zarr.json", "t/c/0/0", "t/c/0/1", "t/c/1/0", "t/c/1/1"] {
+        set_time(&dir.path().join(file), long_ago);
+    }
+    let app = router(AppState::new(
+        store,
+        Config {
+            recheck_cached: Recheck::Always,
+            cache_size: 0,
+            ..Config::default()
+        },
+    ));
+    let (s, _, first) = preview(&app, "t").await;
+    assert_eq!(s, StatusCode::OK);
+    // Rewritten in place, same size, same time: the same ETag.
+    let chunk = dir.path().join("t/c/0/0");
+    std::fs::write(&chunk, vec![255u8; 32 * 32]).unwrap();
+    set_time(&chunk, long_ago);
+    let (_, _, kept) = preview(&app, "t").await;
+    assert_eq!(
+        kept, first,
+        "drawn again although nothing it was drawn from changed"
+    );
+    // A new time: a new ETag, a new picture.
+    set_time(&chunk, long_ago + std::time::Duration::from_secs(1));
+    let (_, _, redrawn) = preview(&app, "t").await;
+    assert_ne!(redrawn, first);
 }

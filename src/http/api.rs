@@ -1,7 +1,6 @@
 //! `/api/v1`: the hierarchy as JSON (`tree`, `meta`) and server-side slicing
 //! (`data`) answered as `.npy`, JSON or raw bytes.
 
-use axum::body::Bytes;
 use axum::extract::State;
 
 use super::extract::{ApiPath, ApiQuery};
@@ -362,26 +361,29 @@ impl<'de> Deserialize<'de> for Points {
 }
 
 /// The largest body of parameters `POST /api/v1/data` takes.
-const MAX_PARAMS_BODY: usize = 16 << 20;
+const MAX_PARAMS_BODY: u64 = 16 << 20;
 
 pub async fn data_post(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<String>,
-    headers: HeaderMap,
-    body: Bytes,
+    request: axum::extract::Request,
 ) -> ApiResult<Response> {
+    let headers = request.headers().clone();
     // Parameters, not data: a points list this size is already a million
     // points, and parsing JSON costs many times its bytes.
-    if body.len() > MAX_PARAMS_BODY {
-        return Err(ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "body_too_large",
-            format!(
-                "the parameters are {} bytes; at most {MAX_PARAMS_BODY} (read a large point set in several requests)",
-                body.len()
-            ),
-        ));
-    }
+    let super::extract::ApiBody(body, _held) =
+        super::extract::read_body(request, &state, MAX_PARAMS_BODY)
+            .await
+            .map_err(|e| match e.code {
+                "body_too_large" => ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "body_too_large",
+                    format!(
+                        "the parameters are longer than {MAX_PARAMS_BODY} bytes (read a large point set in several requests)"
+                    ),
+                ),
+                _ => e,
+            })?;
     let params: DataParams = serde_json::from_slice(&body).map_err(|e| {
         ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
@@ -448,28 +450,41 @@ async fn data(
         selection: selection(params.select.as_deref(), params.points.take())?,
         field: params.field,
         fixed_size_only: format.fixed_size_only(),
+        encoding_per_element: format.encoding_per_element(),
     };
     let mut data = state
         .service
         .read(&key, request, format.residence())
         .await
         .map_err(|e| format.explain(e.into()))?;
-    // The memory held until the answer has been sent: what the read
-    // reserved, and what encoding it takes on top.
-    let encoding = state
-        .service
-        .budget()
-        .reserve(format.encode_memory(&data), "encoding this answer")
-        .await?;
-    let held = std::mem::take(&mut data.reservation).merge(encoding);
-    // Building a large answer whole (drawing, JSON) is CPU work the size of
-    // the answer: off the async threads, which must stay free for others.
+    // The memory the read reserved for the data and its encoding, held
+    // until the answer has been sent.
+    let mut held = std::mem::take(&mut data.reservation);
     let response = if matches!(data.content, Content::Whole(_)) && held.bytes() > 0 {
-        crate::zarr::array::run_blocking(move || Ok(format.encode(data, &render))).await??
+        // Building a large answer whole (drawing, JSON) is CPU work the
+        // size of the answer: on the decoding pool, off the threads that
+        // answer requests. The reservation goes with the work, so a client
+        // that leaves does not free memory the work still holds.
+        let (response, kept) = crate::zarr::array::run_blocking(move || {
+            let response = format.encode(data, &render);
+            // What drawing or building took is given back; the answer's
+            // bytes stay reserved until they are sent.
+            if let Ok(r) = &response {
+                held.shrink_to(
+                    http_body::Body::size_hint(r.body())
+                        .upper()
+                        .unwrap_or(u64::MAX),
+                );
+            }
+            Ok((response, held))
+        })
+        .await?;
+        held = kept;
+        response?
     } else {
         format.encode(data, &render)?
     };
-    Ok(response.map(|body| axum::body::Body::new(super::idle::Keeping { body, _keep: held })))
+    Ok(response.map(|body| axum::body::Body::new(super::idle::Keeping::new(body, held))))
 }
 
 /// `GET /api/v1/stats`: cache counters.

@@ -45,11 +45,10 @@ impl<T: DeserializeOwned + Send, S: Send + Sync> FromRequestParts<S> for ApiPath
 
 /// The request body as bytes, with the size limit's rejection as a JSON 413,
 /// and the memory it holds reserved from the server's budget while the
-/// request is handled: its declared length before it is read, or, for a
-/// body of unknown length, step by step as it arrives.
+/// request is handled (see [`read_body`]).
 pub struct ApiBody(pub axum::body::Bytes, pub Reservation);
 
-/// A body of unknown length reserves at least this much more at a time.
+/// A body reserves at least this much more at a time.
 const BODY_STEP: u64 = 1 << 20;
 
 fn body_error(
@@ -82,47 +81,65 @@ impl axum::extract::FromRequest<AppState> for ApiBody {
         request: axum::extract::Request,
         state: &AppState,
     ) -> Result<Self, Self::Rejection> {
-        let budget = state.service.budget();
-        let declared = request
-            .headers()
-            .get(axum::http::header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse::<u64>().ok());
-        if let Some(length) = declared {
-            // Past the limit the read below refuses it without reading it.
-            let held = budget
-                .reserve(length.min(state.config.max_body_size), "this request body")
-                .await?;
-            let bytes = axum::body::Bytes::from_request(request, state)
-                .await
-                .map_err(|e| body_error(&e, e.status(), e.body_text()))?;
-            return Ok(ApiBody(bytes, held));
-        }
-        let limit = state.config.max_body_size;
-        let mut held = Reservation::default();
-        let mut buf = bytes::BytesMut::new();
-        let mut frames = request.into_body().into_data_stream();
-        while let Some(frame) = frames.next().await {
-            let frame = frame
-                .map_err(|e| body_error(&e, axum::http::StatusCode::BAD_REQUEST, e.to_string()))?;
-            let size = (buf.len() + frame.len()) as u64;
-            if size > limit {
-                return Err(body_error(
-                    &std::io::Error::other("too large"),
-                    axum::http::StatusCode::PAYLOAD_TOO_LARGE,
-                    format!("longer than {limit} bytes"),
-                ));
-            }
-            if size > held.bytes().max(budget::SMALL) {
-                let more = budget
-                    .reserve(held.bytes().max(BODY_STEP), "this request body")
-                    .await?;
-                held = held.merge(more);
-            }
-            buf.extend_from_slice(&frame);
-        }
-        Ok(ApiBody(buf.freeze(), held))
+        read_body(request, state, state.config.max_body_size).await
     }
+}
+
+/// A request body of at most `limit` bytes, its memory reserved from the
+/// budget as it arrives (a length declared and not sent reserves nothing),
+/// in steps that grow with it.
+pub async fn read_body(
+    request: axum::extract::Request,
+    state: &AppState,
+    limit: u64,
+) -> Result<ApiBody, ApiError> {
+    let budget = state.service.budget();
+    let too_large = |what: String| {
+        body_error(
+            &std::io::Error::other("too large"),
+            axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+            what,
+        )
+    };
+    let declared = request
+        .headers()
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if let Some(length) = declared.filter(|&l| l > limit) {
+        return Err(too_large(format!(
+            "{length} bytes, over the limit of {limit}"
+        )));
+    }
+    let mut held = Reservation::default();
+    let mut buf = bytes::BytesMut::new();
+    let mut frames = request.into_body().into_data_stream();
+    while let Some(frame) = frames.next().await {
+        let frame = frame
+            .map_err(|e| body_error(&e, axum::http::StatusCode::BAD_REQUEST, e.to_string()))?;
+        let size = (buf.len() + frame.len()) as u64;
+        if size > limit {
+            return Err(too_large(format!("longer than the limit of {limit} bytes")));
+        }
+        if size > budget.total() {
+            return Err(too_large(format!(
+                "longer than the server's whole memory budget of {} bytes (--memory-budget)",
+                budget.total()
+            )));
+        }
+        if size > held.bytes().max(budget::SMALL) {
+            // Half again what is held, so a body reserves at most half as
+            // much again as it holds, in a few steps.
+            let step = (size - held.bytes())
+                .max(held.bytes() / 2)
+                .max(BODY_STEP)
+                .min(budget.total().saturating_sub(held.bytes()));
+            let more = budget.reserve(step, "this request body").await?;
+            held = held.merge(more);
+        }
+        buf.extend_from_slice(&frame);
+    }
+    Ok(ApiBody(buf.freeze(), held))
 }
 
 /// Whether a body failed because it stalled past `--body-timeout`.

@@ -112,17 +112,37 @@ where
         Box::pin(async move {
             let response = answer.await?;
             // The request ends when its response body is done or dropped.
-            Ok(response.map(|body| Body::new(Keeping { body, _keep: open })))
+            Ok(response.map(|body| Body::new(Keeping::new(body, open))))
         })
     }
 }
 
 /// A response body that keeps `K` until it ends (or the client goes away
 /// and it is dropped): its request's concurrency permit here, an HTTP/2
-/// connection's count of open requests in `idle`.
+/// connection's count of open requests in `idle`, an answer's memory
+/// reservation. It hands its body over in pieces of at most
+/// [`KEEP_PIECE`]: the server asks for the next piece once it has written
+/// the last, so `K` lasts until the client has nearly all of the answer,
+/// where a whole answer handed over as one frame would let go of it the
+/// moment the frame was queued for a client that may never read it.
 pub(super) struct Keeping<K> {
-    pub body: Body,
-    pub _keep: K,
+    body: Body,
+    /// What is left of the frame being handed over.
+    rest: axum::body::Bytes,
+    _keep: K,
+}
+
+/// The most of a frame a [`Keeping`] body hands over at once.
+const KEEP_PIECE: usize = 1 << 20;
+
+impl<K> Keeping<K> {
+    pub(super) fn new(body: Body, keep: K) -> Self {
+        Keeping {
+            body,
+            rest: axum::body::Bytes::new(),
+            _keep: keep,
+        }
+    }
 }
 
 impl<K: Unpin> http_body::Body for Keeping<K> {
@@ -133,15 +153,38 @@ impl<K: Unpin> http_body::Body for Keeping<K> {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
-        http_body::Body::poll_frame(Pin::new(&mut self.body), cx)
+        if !self.rest.is_empty() {
+            let n = self.rest.len().min(KEEP_PIECE);
+            let piece = self.rest.split_to(n);
+            return Poll::Ready(Some(Ok(http_body::Frame::data(piece))));
+        }
+        match http_body::Body::poll_frame(Pin::new(&mut self.body), cx) {
+            Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                Ok(mut data) if data.len() > KEEP_PIECE => {
+                    let piece = data.split_to(KEEP_PIECE);
+                    self.rest = data;
+                    Poll::Ready(Some(Ok(http_body::Frame::data(piece))))
+                }
+                Ok(data) => Poll::Ready(Some(Ok(http_body::Frame::data(data)))),
+                Err(trailers) => Poll::Ready(Some(Ok(trailers))),
+            },
+            other => other,
+        }
     }
 
     fn is_end_stream(&self) -> bool {
-        http_body::Body::is_end_stream(&self.body)
+        self.rest.is_empty() && http_body::Body::is_end_stream(&self.body)
     }
 
     fn size_hint(&self) -> http_body::SizeHint {
-        http_body::Body::size_hint(&self.body)
+        let inner = http_body::Body::size_hint(&self.body);
+        let rest = self.rest.len() as u64;
+        let mut hint = http_body::SizeHint::new();
+        hint.set_lower(inner.lower() + rest);
+        if let Some(upper) = inner.upper() {
+            hint.set_upper(upper + rest);
+        }
+        hint
     }
 }
 

@@ -52,10 +52,7 @@ where
         // against its own limit, not against requests in flight.
         Ok(response) if response.extensions().get::<super::LongLived>().is_some() => response,
         Ok(response) => response.map(|body| {
-            let held = Held {
-                body,
-                _keep: permit,
-            };
+            let held = Held::new(body, permit);
             match connection {
                 Some(c) if !http_body::Body::is_end_stream(&held) => {
                     Body::new(Watched::new(held, state.config.body_timeout, c))

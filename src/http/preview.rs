@@ -1,8 +1,9 @@
 //! `GET /api/v1/preview/{path}`: a small picture of an array for the
 //! viewer's tree. The service picks the strided read; this draws it (a
 //! colormapped field, RGB, or a line for a series) and keeps the PNG for as
-//! long as the subtree it was read from is unchanged and `--recheck-cached`
-//! trusts cached values.
+//! long as the subtree it was read from is unchanged through this server
+//! and, past what `--recheck-cached` trusts by age, the array's document
+//! and the chunks it was drawn from keep their ETags.
 
 use std::time::{Duration, Instant};
 
@@ -35,6 +36,8 @@ struct Kept {
     etag: String,
     version: u64,
     at: Instant,
+    /// What it was drawn from (see `Preview::sources`).
+    sources: std::sync::Arc<Vec<(crate::store::StoreKey, Option<String>)>>,
 }
 
 /// Thumbnails already drawn, by array path.
@@ -71,8 +74,19 @@ impl Previews {
         }
     }
 
-    fn current(&self, kept: &Kept, version: u64) -> bool {
-        kept.version == version && self.trust.is_none_or(|t| kept.at.elapsed() < t)
+    /// Whether a kept thumbnail still shows its array: nothing changed
+    /// through this server, and, once `--recheck-cached` no longer trusts
+    /// it by age, the array's document and the chunks it was drawn from
+    /// unchanged by their ETags (a few hundred looks at most, instead of
+    /// reading and drawing it again).
+    async fn current(&self, service: &crate::service::Service, kept: &Kept, version: u64) -> bool {
+        if kept.version != version {
+            return false;
+        }
+        if self.trust.is_none_or(|t| kept.at.elapsed() < t) {
+            return true;
+        }
+        service.unchanged(&kept.sources).await.unwrap_or(false)
     }
 }
 
@@ -85,7 +99,11 @@ pub async fn preview(
     let version = state.service.cache().subtree_version(&key);
     let previews = &state.previews;
     let mut kept = previews.cache.get(key.as_str()).await;
-    if !kept.as_ref().is_some_and(|k| previews.current(k, version)) {
+    let current = match &kept {
+        Some(k) => previews.current(&state.service, k, version).await,
+        None => false,
+    };
+    if !current {
         // Requests for the same thumbnail at once share one drawing.
         previews.cache.invalidate(key.as_str()).await;
         let service = &state.service;
@@ -101,6 +119,7 @@ pub async fn preview(
                     etag,
                     version: preview.version,
                     at: Instant::now(),
+                    sources: std::sync::Arc::new(preview.sources),
                 })
             })
             .await

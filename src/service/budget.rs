@@ -1,9 +1,9 @@
 //! One memory budget for the whole process. Every answer whose memory grows
-//! with what a client asks for (selections built in memory, images,
-//! previews, consolidated documents, trees, listings, S3 listings of
-//! reference sets, request bodies held whole) reserves its estimated peak
-//! here before the work starts, and holds it until its response has been
-//! sent. When the budget is spent a request waits briefly for others to
+//! with what a client asks for (selections, images, thumbnails,
+//! consolidated documents, request bodies held whole) reserves its
+//! estimated peak here before the work starts, and holds it until its
+//! response has been sent. (Trees, listings and chunk counts are bounded by
+//! their pages instead.) When the budget is spent a request waits briefly for others to
 //! finish, then is refused with 503 and `Retry-After`: a burst of expensive
 //! requests queues or is turned away instead of taking the process down.
 //!
@@ -25,8 +25,9 @@ use super::{ErrorKind, Result, ServiceError};
 const UNIT: u64 = 1 << 10;
 /// Reservations smaller than this are free (see the module's doc).
 pub const SMALL: u64 = 256 << 10;
-/// The smallest budget: below it, ordinary answers could not be served.
-pub const MIN_BUDGET: u64 = 64 << 20;
+/// The smallest budget: below it, one streamed answer (64 MiB) or one
+/// large image would hold all of it.
+pub const MIN_BUDGET: u64 = 256 << 20;
 
 /// Refusals since the process started (for metrics).
 pub static REFUSED: AtomicU64 = AtomicU64::new(0);
@@ -53,6 +54,20 @@ impl Reservation {
         self.bytes
     }
 
+    /// Give back all but `bytes` (rounded up to the unit): what a piece of
+    /// work needed while it ran, once only its result is held.
+    pub fn shrink_to(&mut self, bytes: u64) {
+        let keep = bytes.div_ceil(UNIT) * UNIT;
+        if keep >= self.bytes {
+            return;
+        }
+        if let Some(permit) = self._permit.as_mut() {
+            let excess = usize::try_from((self.bytes - keep) / UNIT).unwrap_or(usize::MAX);
+            drop(permit.split(excess));
+        }
+        self.bytes = keep;
+    }
+
     /// One reservation holding both.
     pub fn merge(mut self, other: Reservation) -> Reservation {
         match (&mut self._permit, other._permit) {
@@ -69,6 +84,13 @@ impl Budget {
     /// A budget of `bytes` (at least [`MIN_BUDGET`]); requests wait up to
     /// `wait` for memory.
     pub fn new(bytes: u64, wait: Duration) -> Self {
+        if bytes < MIN_BUDGET {
+            tracing::warn!(
+                asked = bytes,
+                used = MIN_BUDGET,
+                "the memory budget is raised to its smallest size"
+            );
+        }
         let units = (bytes.max(MIN_BUDGET) / UNIT).min(Semaphore::MAX_PERMITS as u64);
         Budget {
             permits: Arc::new(Semaphore::new(units as usize)),
@@ -138,7 +160,9 @@ impl Budget {
 /// `memory.limit_in_bytes`) when there is one, else the machine's memory;
 /// less the decoded-chunk cache, which is bounded on its own.
 pub fn default_budget(cache_size: u64) -> u64 {
-    let limit = memory_limit().unwrap_or(4 << 30);
+    // Read once: services are also made per transaction.
+    static LIMIT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let limit = *LIMIT.get_or_init(|| memory_limit().unwrap_or(4 << 30));
     (limit / 2).saturating_sub(cache_size).max(MIN_BUDGET)
 }
 
@@ -167,19 +191,24 @@ mod tests {
 
     #[tokio::test]
     async fn reservations_wait_then_are_refused_and_small_ones_are_free() {
-        let budget = Budget::new(64 << 20, Duration::from_millis(50));
-        assert_eq!(budget.total(), 64 << 20);
-        let a = budget.reserve(40 << 20, "a").await.unwrap();
-        assert_eq!(budget.reserved(), 40 << 20);
-        let e = budget.reserve(40 << 20, "b").await.unwrap_err();
+        let budget = Budget::new(256 << 20, Duration::from_millis(50));
+        assert_eq!(budget.total(), 256 << 20);
+        let mut a = budget.reserve(160 << 20, "a").await.unwrap();
+        assert_eq!(budget.reserved(), 160 << 20);
+        let e = budget.reserve(160 << 20, "b").await.unwrap_err();
         assert_eq!(e.kind, ErrorKind::Busy);
         assert!(e.message.contains("b needs"), "{}", e.message);
         // Small answers never wait behind large ones.
         let small = budget.reserve(SMALL - 1, "small").await.unwrap();
         assert_eq!(small.bytes(), 0);
         // More than the whole budget can never be served: not a retry.
-        let e = budget.reserve(65 << 20, "huge").await.unwrap_err();
+        let e = budget.reserve(257 << 20, "huge").await.unwrap_err();
         assert_eq!(e.kind, ErrorKind::TooLarge);
+        // What work needed while it ran is given back, its result kept.
+        a.shrink_to(40 << 20);
+        assert_eq!((a.bytes(), budget.reserved()), (40 << 20, 40 << 20));
+        let b = budget.reserve(200 << 20, "b").await.unwrap();
+        drop(b);
         // A waiting request is served once memory is given back.
         let waiting = {
             let budget = budget.clone();
@@ -188,12 +217,12 @@ mod tests {
                     wait: Duration::from_secs(5),
                     ..budget
                 };
-                b.reserve(40 << 20, "c").await.map(|r| r.bytes())
+                b.reserve(250 << 20, "c").await.map(|r| r.bytes())
             })
         };
         tokio::time::sleep(Duration::from_millis(20)).await;
         drop(a);
-        assert_eq!(waiting.await.unwrap().unwrap(), 40 << 20);
+        assert_eq!(waiting.await.unwrap().unwrap(), 250 << 20);
         assert_eq!(budget.reserved(), 0);
     }
 

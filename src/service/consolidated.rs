@@ -15,9 +15,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
 
-use super::{Reservation, Result, Service};
+use super::{ErrorKind, Reservation, Result, Service};
 use crate::config::Recheck;
-use crate::store::{Change, KeyMeta, StoreKey, Version};
+use crate::store::{KeyMeta, StoreKey, Version};
 use crate::zarr::array::run_blocking;
 use crate::zarr::metadata::MAX_CONSOLIDATED_BYTES;
 
@@ -42,14 +42,15 @@ pub struct Consolidated {
     built: moka::future::Cache<(String, u64), Arc<Built>>,
 }
 
-/// One built document and what it was built from.
+/// One built document (or the finding that the group is too large to
+/// have one, kept as long) and what it was built from.
 pub(super) struct Built {
     /// When it was built: which nodes exist is trusted for a while.
     at: Instant,
-    bytes: Bytes,
-    meta: KeyMeta,
-    /// The documents it gathers, with the ETags they were read at (`None`:
-    /// changed too recently to be trusted), rechecked as `--recheck-cached` says.
+    /// The document and how it is served; `None`: too large to build.
+    served: Option<(Bytes, KeyMeta)>,
+    /// The documents it gathers, with the ETags they were read at (see
+    /// [`super::validator`]), rechecked as `--recheck-cached` says.
     sources: Vec<(StoreKey, Option<String>)>,
 }
 
@@ -66,7 +67,8 @@ impl Default for Consolidated {
                 .max_capacity(64 << 20)
                 .weigher(|k: &(String, u64), v: &Arc<Built>| {
                     let sources: usize = v.sources.iter().map(|(k, _)| k.as_str().len() + 40).sum();
-                    u32::try_from(k.0.len() + v.bytes.len() + sources).unwrap_or(u32::MAX)
+                    let bytes = v.served.as_ref().map_or(0, |(b, _)| b.len());
+                    u32::try_from(k.0.len() + bytes + sources).unwrap_or(u32::MAX)
                 })
                 .build(),
         }
@@ -102,49 +104,35 @@ fn inline(metadata: serde_json::Map<String, serde_json::Value>) -> serde_json::V
     serde_json::json!({"kind": "inline", "must_understand": false, "metadata": metadata})
 }
 
-/// The documents below a group, by path relative to it, with what they were
-/// read at, and the memory reserved for holding them and what is built of
-/// them.
+/// The documents below a group, by path relative to it (`None`: too many
+/// to consolidate), with what they were read at, and the memory reserved
+/// for holding them and what is built of them.
 type Gathered = (
-    BTreeMap<String, serde_json::Value>,
+    Option<BTreeMap<String, serde_json::Value>>,
     Vec<(StoreKey, Option<String>)>,
     Reservation,
 );
 
 impl Service {
     /// The document built for `name` at subtree `version`, when one is kept
-    /// that is still current; else built now (once for every request that
-    /// asks meanwhile) by `build`, `None` when the group is too large to
-    /// have one.
-    async fn built<F>(&self, name: &str, version: u64, build: F) -> Result<Option<Arc<Built>>>
+    /// that is still current; else built now by `build`, once for every
+    /// request that asks meanwhile.
+    async fn built<F>(&self, name: &str, version: u64, build: F) -> Result<Arc<Built>>
     where
-        F: std::future::Future<Output = Result<Option<Built>>> + Send,
+        F: std::future::Future<Output = Result<Built>> + Send,
     {
         let key = (name.to_string(), version);
         if let Some(kept) = self.consolidated.built.get(&key).await {
             if self.still_current(&kept).await? {
-                return Ok(Some(kept));
+                return Ok(kept);
             }
             self.consolidated.built.invalidate(&key).await;
         }
-        match self
-            .consolidated
+        self.consolidated
             .built
-            .try_get_with(key, async {
-                match build.await? {
-                    Some(b) => Ok(Arc::new(b)),
-                    // Not kept: the next request walks again (bounded).
-                    None => Err(None),
-                }
-            })
+            .try_get_with(key, async { build.await.map(Arc::new) })
             .await
-        {
-            Ok(b) => Ok(Some(b)),
-            Err(e) => match &*e {
-                None => Ok(None),
-                Some(e) => Err(e.clone()),
-            },
-        }
+            .map_err(|e| (*e).clone())
     }
 
     /// Whether a kept document still describes the hierarchy: its
@@ -159,20 +147,20 @@ impl Service {
             Recheck::Always if age >= LISTING_TRUST => return Ok(false),
             _ => {}
         }
-        let changes = self.store.changed_since_many(&kept.sources).await?;
-        Ok(changes.iter().all(|c| matches!(c, Change::Unchanged)))
+        self.unchanged(&kept.sources).await
     }
 
     /// The documents named one of `names` at and below `group`, found
     /// folder by folder without entering arrays (their chunks are most of a
-    /// store's keys), parsed; `None` past [`MAX_DOCUMENTS`] documents or
-    /// [`MAX_FOLDERS`] folders, found while walking.
+    /// store's keys), parsed; none past [`MAX_DOCUMENTS`] documents,
+    /// [`MAX_FOLDERS`] folders or what a consolidated document may hold,
+    /// found while walking.
     async fn documents_below(
         &self,
         group: &StoreKey,
         names: &[&str],
         except: Option<&StoreKey>,
-    ) -> Result<Option<Gathered>> {
+    ) -> Result<Gathered> {
         let prefix = if group.is_root() {
             0
         } else {
@@ -189,7 +177,7 @@ impl Service {
         while let Some(folder) = folders.pop() {
             listed += 1;
             if listed > MAX_FOLDERS {
-                return Ok(None);
+                return Ok((None, sources, held));
             }
             // The folder's documents first, by name: an array's folder (with
             // a v2 array's chunks in it) is never listed.
@@ -213,13 +201,13 @@ impl Service {
                     continue;
                 }
                 if sources.len() >= MAX_DOCUMENTS {
-                    return Ok(None);
+                    return Ok((None, sources, held));
                 }
-                sources.push((key.clone(), got.meta.trusted_e_tag()));
+                sources.push((key.clone(), Some(super::validator(&got.meta))));
                 gathered += got.bytes.len() as u64 * BUILD_BYTES_PER_BYTE;
                 // Larger than any consolidated document may be: none.
                 if gathered > MAX_CONSOLIDATED_BYTES as u64 * BUILD_BYTES_PER_BYTE {
-                    return Ok(None);
+                    return Ok((None, sources, held));
                 }
                 if gathered > held.bytes().max(super::budget::SMALL) {
                     let more = self
@@ -241,7 +229,7 @@ impl Service {
                 }
             }
         }
-        Ok(Some((documents, sources, held)))
+        Ok((Some(documents), sources, held))
     }
 
     /// The consolidated document for `key` when it is a `.zmetadata` the
@@ -257,10 +245,14 @@ impl Service {
         let version = self.cache.subtree_version(&group);
         let built = self
             .built(key.as_str(), version, async {
-                let Some((documents, sources, _memory)) =
-                    self.documents_below(&group, &DOCUMENTS, None).await?
-                else {
-                    return Ok(None);
+                let (documents, sources, _memory) =
+                    self.documents_below(&group, &DOCUMENTS, None).await?;
+                let Some(documents) = documents else {
+                    return Ok(Built {
+                        at: Instant::now(),
+                        served: None,
+                        sources,
+                    });
                 };
                 let bytes = run_blocking(move || {
                     let doc =
@@ -276,15 +268,14 @@ impl Service {
                         chrono::Utc::now().timestamp_millis(),
                     ),
                 );
-                Ok(Some(Built {
+                Ok(Built {
                     at: Instant::now(),
-                    bytes,
-                    meta,
+                    served: Some((bytes, meta)),
                     sources,
-                }))
+                })
             })
             .await?;
-        Ok(built.map(|b| (b.bytes.clone(), b.meta.clone())))
+        Ok(built.served.clone())
     }
 
     /// Whether reads of `key` may be answered with consolidated metadata
@@ -323,17 +314,21 @@ impl Service {
             (self.cache.subtree_version(&group), &meta.version.e_tag).hash(&mut h);
             h.finish()
         };
-        let own_tag = meta.trusted_e_tag();
+        let own_tag = Some(super::validator(&meta));
         let built = self
             .built(key.as_str(), version, async {
-                let Some((documents, mut sources, _memory)) = self
+                let (documents, mut sources, _memory) = self
                     .documents_below(&group, &[ZARR_JSON], Some(key))
-                    .await?
-                else {
-                    return Ok(None);
-                };
+                    .await?;
                 // The served bytes follow the stored document too.
                 sources.push((key.clone(), own_tag));
+                let Some(documents) = documents else {
+                    return Ok(Built {
+                        at: Instant::now(),
+                        served: None,
+                        sources,
+                    });
+                };
                 let bytes = run_blocking(move || {
                     let members = documents
                         .into_iter()
@@ -360,20 +355,21 @@ impl Service {
                     ))
                 })
                 .await?;
-                if bytes.len() > MAX_CONSOLIDATED_BYTES {
-                    return Ok(None);
-                }
-                Ok(Some(Built {
+                let served = (bytes.len() <= MAX_CONSOLIDATED_BYTES)
+                    .then(|| (bytes.clone(), served_meta(&bytes, meta.last_modified)));
+                Ok(Built {
                     at: Instant::now(),
-                    meta: served_meta(&bytes, meta.last_modified),
-                    bytes,
+                    served,
                     sources,
-                }))
+                })
             })
-            .await?;
+            .await;
         Ok(match built {
-            Some(b) => (b.bytes.clone(), b.meta.clone()),
-            None => (stored, meta),
+            Ok(b) => b.served.clone().unwrap_or((stored, meta)),
+            // The document every client opens first is not refused for
+            // want of memory to consolidate: it is served as stored.
+            Err(e) if e.kind == ErrorKind::Busy => (stored, meta),
+            Err(e) => return Err(e),
         })
     }
 }

@@ -247,26 +247,21 @@ async fn reads_reserve_their_memory_and_are_refused_when_it_is_spent() {
     )
     .await;
     let service = Service::new(store, 0, Recheck::Always, limits())
-        .with_budget(Budget::new(64 << 20, Duration::from_millis(20)));
+        .with_budget(Budget::new(256 << 20, Duration::from_millis(20)));
     let read = |select: &str| ReadRequest {
         selection: Selection::parse(select).unwrap(),
         field: None,
         fixed_size_only: false,
+        encoding_per_element: 0,
     };
-    // 16 MiB of data built in memory with its encoding: 32 MiB each.
+    // 64 MiB of data built in memory with its encoding: 128 MiB each.
     let whole = Residence::InMemory { expansion: 1 };
-    let first = service
-        .read(&key("a"), read("0:2048,0:2048"), whole)
-        .await
-        .unwrap();
-    assert_eq!(first.reservation.bytes(), 32 << 20);
-    let second = service
-        .read(&key("a"), read("0:2048,0:2048"), whole)
-        .await
-        .unwrap();
-    assert_eq!(service.budget().reserved(), 64 << 20);
+    let first = service.read(&key("a"), read(":,:"), whole).await.unwrap();
+    assert_eq!(first.reservation.bytes(), 128 << 20);
+    let second = service.read(&key("a"), read(":,:"), whole).await.unwrap();
+    assert_eq!(service.budget().reserved(), 256 << 20);
     let refused = service
-        .read(&key("a"), read("0:2048,0:2048"), whole)
+        .read(&key("a"), read(":,:"), whole)
         .await
         .err()
         .unwrap();
@@ -278,8 +273,5 @@ async fn reads_reserve_their_memory_and_are_refused_when_it_is_spent() {
         .unwrap();
     drop((first, second));
     assert_eq!(service.budget().reserved(), 0);
-    service
-        .read(&key("a"), read("0:2048,0:2048"), whole)
-        .await
-        .unwrap();
+    service.read(&key("a"), read(":,:"), whole).await.unwrap();
 }

@@ -36,7 +36,7 @@ pub use write::Preconditions;
 pub use write::{Incoming, NodeCreate, Written};
 
 use crate::config::Recheck;
-use crate::store::{Store, StoreKey};
+use crate::store::{Change as KeyChange, Store, StoreKey};
 use crate::zarr::{Array, Hierarchy, NodeMetadata};
 
 /// What one answer may cost.
@@ -141,6 +141,42 @@ impl Service {
         })
     }
 
+    /// `keys` with the ETags they have now, for [`Service::unchanged`]:
+    /// `None` for a key that is missing.
+    pub async fn versions_of(
+        &self,
+        keys: Vec<StoreKey>,
+    ) -> Result<Vec<(StoreKey, Option<String>)>> {
+        let asks: Vec<(StoreKey, Option<String>)> = keys.into_iter().map(|k| (k, None)).collect();
+        let now = self.store.changed_since_many(&asks).await?;
+        Ok(asks
+            .into_iter()
+            .zip(now)
+            .map(|((key, _), change)| {
+                let tag = match change {
+                    KeyChange::Changed(meta) => Some(validator(&meta)),
+                    KeyChange::Unchanged | KeyChange::Missing => None,
+                };
+                (key, tag)
+            })
+            .collect())
+    }
+
+    /// Whether every one of `sources` (from [`Service::versions_of`], or
+    /// values read with [`validator`]) is as it was: unchanged by its ETag,
+    /// or still missing. A value whose ETag was not trusted counts as changed.
+    pub async fn unchanged(&self, sources: &[(StoreKey, Option<String>)]) -> Result<bool> {
+        let now = self.store.changed_since_many(sources).await?;
+        Ok(now
+            .iter()
+            .zip(sources)
+            .all(|(change, (_, tag))| match change {
+                KeyChange::Unchanged => true,
+                KeyChange::Missing => tag.is_none(),
+                KeyChange::Changed(_) => false,
+            }))
+    }
+
     /// The nodes directly below a group, by name (or why each cannot be read).
     pub async fn members(&self, path: &StoreKey) -> Result<Vec<(String, Result<NodeMetadata>)>> {
         Ok(self
@@ -205,8 +241,16 @@ impl Service {
                 break;
             }
             if listed >= MAX_STORAGE_KEYS {
-                storage.complete = false;
-                present = None;
+                // Complete if nothing follows the last full page.
+                let after = offset.as_ref().map(|k| k.as_str());
+                storage.complete = self
+                    .store
+                    .list_page(array.path(), after, 1)
+                    .await?
+                    .is_empty();
+                if !storage.complete {
+                    present = None;
+                }
                 break;
             }
         }
@@ -220,6 +264,17 @@ impl Service {
 
 /// Grids up to this many cells (chunks, or shards) say which cells are stored.
 pub const CHUNK_MAP_MAX: u64 = 4096;
+
+/// What a value read with `meta` is revalidated by: its ETag, or, when that
+/// cannot be trusted yet (changed within the last seconds, see
+/// `KeyMeta::settled`), a tag no value has, so it counts as changed.
+pub fn validator(meta: &crate::store::KeyMeta) -> String {
+    meta.trusted_e_tag()
+        .unwrap_or_else(|| UNTRUSTED.to_string())
+}
+
+/// The tag of a value whose ETag was not trusted.
+const UNTRUSTED: &str = "zarrd-untrusted";
 
 /// Keys listed a page at a time when an array's storage is counted.
 const STORAGE_PAGE: usize = 4096;

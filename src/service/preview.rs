@@ -24,12 +24,17 @@ pub enum PreviewKind {
     Series,
 }
 
-/// A thumbnail's data, and the subtree version it was read at (see
-/// [`super::ZarrCache::subtree_version`]).
+/// A thumbnail's data, the subtree version it was read at (see
+/// [`super::ZarrCache::subtree_version`]), and what it was read from.
 pub struct Preview {
     pub kind: PreviewKind,
     pub data: Data,
     pub version: u64,
+    /// The array's document and the stored chunks (shards) the picture
+    /// reads, with their ETags from just before it read them (see
+    /// [`Service::versions_of`]): while [`Service::unchanged`] says so of
+    /// them, the picture is too.
+    pub sources: Vec<(StoreKey, Option<String>)>,
 }
 
 impl Service {
@@ -97,18 +102,36 @@ impl Service {
                 .map_err(|e| ServiceError::invalid("bad_selection", e.to_string()))
         };
         let mut selection = strided(spatial)?;
-        if selection.resolve(shape)?.chunk_count_bound(&chunks) > MAX_PREVIEW_CHUNKS {
+        // Fewer chunks along the drawn dimensions until the picture's fit
+        // (an RGB array chunked along its channels reads several per pixel).
+        let mut along = REGION_CHUNKS;
+        while selection.resolve(shape)?.chunk_count_bound(&chunks) > MAX_PREVIEW_CHUNKS && along > 0
+        {
             let region: Vec<u64> = spatial
                 .iter()
                 .zip(&chunks[lead..])
-                .map(|(&s, &c)| s.min(c.saturating_mul(REGION_CHUNKS)))
+                .map(|(&s, &c)| s.min(c.saturating_mul(along)))
                 .collect();
             selection = strided(&region)?;
+            along /= 2;
         }
+        // What the picture is read from, looked at before it is read: a
+        // change after this look shows at the next one.
+        let mut keys = vec![StoreKey::new(&crate::zarr::array::metadata_key(
+            path,
+            meta.zarr_format,
+        ))?];
+        for (coords, _) in selection.resolve(shape)?.chunks(&meta.chunk_shape) {
+            keys.push(array.chunk_key(&coords)?);
+        }
+        keys.sort();
+        keys.dedup();
+        let sources = self.versions_of(keys).await?;
         let request = ReadRequest {
             selection,
             field: None,
             fixed_size_only: true,
+            encoding_per_element: 0,
         };
         let data = self
             .read(path, request, Residence::InMemory { expansion: 1 })
@@ -117,6 +140,7 @@ impl Service {
             kind,
             data,
             version,
+            sources,
         })
     }
 }

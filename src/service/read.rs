@@ -55,6 +55,9 @@ pub struct ReadRequest {
     pub field: Option<String>,
     /// The answer can only carry fixed-size data types (raw bytes).
     pub fixed_size_only: bool,
+    /// Memory the answer's encoder needs per element beyond the data (an
+    /// image's drawing), reserved with the read's own.
+    pub encoding_per_element: u64,
 }
 
 /// Where an output format builds its answer, which decides the limit it
@@ -108,6 +111,7 @@ impl Service {
             selection,
             field,
             fixed_size_only,
+            encoding_per_element,
         } = request;
         let resolved = selection.resolve(array.shape())?;
         // A point list's coordinates are resolved now: not held while reading.
@@ -154,9 +158,9 @@ impl Service {
         // encoding; streamed, the slabs in flight and the chunks they decode.
         let held = match (residence, elem) {
             (Residence::Streamed, Some(elem)) => count.saturating_mul(elem).min(STREAM_PEAK),
-            (Residence::InMemory { .. }, Some(elem)) => {
-                estimate.saturating_add(count.saturating_mul(elem))
-            }
+            (Residence::InMemory { .. }, Some(elem)) => estimate
+                .saturating_add(count.saturating_mul(elem))
+                .saturating_add(count.saturating_mul(encoding_per_element)),
             (_, None) => estimate.saturating_mul(2),
         };
         let reservation = self.budget.reserve(held, "this selection").await?;

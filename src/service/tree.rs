@@ -5,8 +5,10 @@
 //! from its path alone, so a client pages through a hierarchy of any size
 //! without the server holding it.
 
+use std::collections::VecDeque;
+
 use super::{Node, Result, Service, ServiceError};
-use crate::store::StoreKey;
+use crate::store::{LevelEntry, StoreKey};
 use crate::zarr::{GroupMetadata, NodeMetadata};
 
 /// Nodes in a page when the client does not say.
@@ -29,16 +31,36 @@ pub struct TreePage {
     pub next: Option<String>,
 }
 
-/// A group the walk is inside: its children, and the next one to visit.
+/// A group the walk is inside: the names of its folders listed and not
+/// yet visited, and where its listing goes on.
 struct Frame {
     group: StoreKey,
-    children: Vec<(String, Result<NodeMetadata>)>,
-    at: usize,
+    pending: VecDeque<String>,
+    /// The whole key the listing resumes after (a folder's ends in `/`).
+    after: Option<String>,
+    listed: bool,
 }
 
-fn is_group(node: &Result<NodeMetadata>) -> bool {
-    matches!(node, Ok(NodeMetadata::Group(_)))
+impl Frame {
+    fn new(group: StoreKey, after_name: Option<&str>) -> Self {
+        let after = after_name.map(|n| {
+            if group.is_root() {
+                format!("{n}/")
+            } else {
+                format!("{group}/{n}/")
+            }
+        });
+        Frame {
+            group,
+            pending: VecDeque::new(),
+            after,
+            listed: false,
+        }
+    }
 }
+
+/// Folders of a group listed at a time.
+const LIST_BATCH: usize = 256;
 
 impl Service {
     /// Up to `limit` nodes at and below `path`, after the node `after` (the
@@ -53,6 +75,14 @@ impl Service {
         limit: usize,
     ) -> Result<TreePage> {
         let limit = limit.clamp(1, MAX_TREE_PAGE);
+        if let Some(a) = after.filter(|a| !a.is_empty()) {
+            StoreKey::new(a).map_err(|e| {
+                ServiceError::invalid(
+                    "bad_after",
+                    format!("after='{a}' is not a node's path: {e}"),
+                )
+            })?;
+        }
         let after_rel: Option<Vec<String>> = match after {
             None => None,
             Some(a) if a == path.as_str() => Some(Vec::new()),
@@ -99,6 +129,7 @@ impl Service {
             return Ok(TreePage { nodes, next });
         }
         let mut nodes = Vec::new();
+        let mut last = None;
         if after_rel.is_none() {
             nodes.push(TreeNode {
                 path: path.to_string(),
@@ -107,63 +138,47 @@ impl Service {
                     array: root.array.clone(),
                 }),
             });
+            last = Some(path.to_string());
         }
         if !matches!(root.meta, NodeMetadata::Group(_)) {
             return Ok(TreePage { nodes, next: None });
         }
-        // Down to where the previous page stopped: in each group on the way,
-        // past the children already listed.
+        // Where the previous page stopped, at node X: X's children come
+        // next if it is a group, then its siblings after it, then each
+        // ancestor's siblings after that ancestor.
         let mut stack = Vec::new();
-        let mut group = path.clone();
-        let mut depth = 0;
-        loop {
-            let children = self.children_of(&group).await?;
-            let mut at = 0;
-            let mut inside = None;
-            if let Some(rel) = after_rel.as_ref().filter(|r| depth < r.len()) {
-                at = children.partition_point(|(n, _)| n.as_str() < rel[depth].as_str());
-                if let Some((name, node)) = children.get(at).filter(|(n, _)| *n == rel[depth]) {
-                    if is_group(node) {
-                        inside = Some(group.join(name)?);
-                    }
-                    at += 1;
+        match &after_rel {
+            None => stack.push(Frame::new(path.clone(), None)),
+            Some(rel) => {
+                let mut group = path.clone();
+                for name in rel {
+                    let child = group.join(name)?;
+                    stack.push(Frame::new(group, Some(name)));
+                    group = child;
                 }
-            }
-            stack.push(Frame {
-                group,
-                children,
-                at,
-            });
-            match inside {
-                Some(g) => {
-                    group = g;
-                    depth += 1;
+                let x_is_group = rel.is_empty()
+                    || matches!(self.hierarchy.child(&group, false).await?, Some((_, true)));
+                if x_is_group {
+                    stack.push(Frame::new(group, None));
                 }
-                None => break,
             }
         }
-        let mut last = None;
-        while let Some(frame) = stack.last_mut() {
-            if nodes.len() >= limit {
+        while nodes.len() < limit {
+            let Some(frame) = stack.last_mut() else {
                 break;
-            }
-            let Some((name, node)) = frame.children.get_mut(frame.at) else {
+            };
+            let Some(name) = self.next_folder(frame).await? else {
                 stack.pop();
                 continue;
             };
-            frame.at += 1;
-            let child = frame.group.join(name)?;
-            let group = is_group(node);
-            let node = std::mem::replace(node, Err(ServiceError::not_found("listed")));
-            nodes.push(self.tree_node(child.to_string(), node));
+            let child = frame.group.join(&name)?;
+            let Some((node, is_group)) = self.hierarchy.child(&child, false).await? else {
+                continue;
+            };
+            nodes.push(self.tree_node(child.to_string(), node.map_err(ServiceError::from)));
             last = Some(child.to_string());
-            if group {
-                let children = self.children_of(&child).await?;
-                stack.push(Frame {
-                    group: child,
-                    children,
-                    at: 0,
-                });
+            if is_group {
+                stack.push(Frame::new(child, None));
             }
         }
         let next = if nodes.len() >= limit { last } else { None };
@@ -172,15 +187,36 @@ impl Service {
         Ok(TreePage { nodes, next })
     }
 
-    /// The nodes directly below `group`, by name.
-    async fn children_of(&self, group: &StoreKey) -> Result<Vec<(String, Result<NodeMetadata>)>> {
-        Ok(self
-            .hierarchy
-            .children(group)
-            .await?
-            .into_iter()
-            .map(|(name, node)| (name, node.map_err(ServiceError::from)))
-            .collect())
+    /// The next folder of the group `frame` is inside, listed a batch at a
+    /// time.
+    async fn next_folder(&self, frame: &mut Frame) -> Result<Option<String>> {
+        loop {
+            if let Some(name) = frame.pending.pop_front() {
+                return Ok(Some(name));
+            }
+            if frame.listed {
+                return Ok(None);
+            }
+            let page = self
+                .store
+                .list_level_page(&frame.group, frame.after.as_deref(), LIST_BATCH)
+                .await?;
+            frame.listed = page.len() < LIST_BATCH;
+            let base = if frame.group.is_root() {
+                String::new()
+            } else {
+                format!("{}/", frame.group)
+            };
+            if let Some(e) = page.last() {
+                frame.after = Some(format!("{base}{}", e.name()));
+            }
+            frame
+                .pending
+                .extend(page.into_iter().filter_map(|e| match e {
+                    LevelEntry::Folder(name) => Some(name.trim_end_matches('/').to_string()),
+                    LevelEntry::Value(..) => None,
+                }));
+        }
     }
 
     /// A node as a tree lists it: with its runtime array when it is one.

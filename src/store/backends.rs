@@ -48,19 +48,46 @@ impl object_store::client::HttpConnector for NoRedirects {
         options: &object_store::ClientOptions,
     ) -> object_store::Result<object_store::client::HttpClient> {
         use object_store::ClientConfigKey as Key;
-        let allow_http = options
-            .get_config_value(&Key::AllowHttp)
-            .is_some_and(|v| v == "true");
-        let client = reqwest::Client::builder()
+        let value = |key: Key| options.get_config_value(&key);
+        let on = |key: Key| value(key).is_some_and(|v| v == "true");
+        let duration = |key: Key, default: u64| {
+            value(key)
+                .and_then(|v| humantime::parse_duration(&v).ok())
+                .unwrap_or(Duration::from_secs(default))
+        };
+        // The options object_store's own client takes from the environment
+        // and the builder, as it would apply them, redirects aside.
+        let mut builder = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
-            .https_only(!allow_http)
-            .connect_timeout(Duration::from_secs(5))
-            .timeout(Duration::from_secs(30))
-            .build()
-            .map_err(|e| object_store::Error::Generic {
-                store: "HTTP",
-                source: Box::new(e),
-            })?;
+            .https_only(!on(Key::AllowHttp))
+            .danger_accept_invalid_certs(on(Key::AllowInvalidCertificates))
+            .connect_timeout(duration(Key::ConnectTimeout, 5))
+            .timeout(duration(Key::Timeout, 30))
+            .pool_idle_timeout(duration(Key::PoolIdleTimeout, 90));
+        if on(Key::Http1Only) {
+            builder = builder.http1_only();
+        }
+        if on(Key::Http2Only) {
+            builder = builder.http2_prior_knowledge();
+        }
+        if let Some(agent) = value(Key::UserAgent) {
+            builder = builder.user_agent(agent);
+        }
+        if let Some(proxy) = value(Key::ProxyUrl) {
+            let mut proxy =
+                reqwest::Proxy::all(proxy).map_err(|e| object_store::Error::Generic {
+                    store: "HTTP",
+                    source: Box::new(e),
+                })?;
+            if let Some(excludes) = value(Key::ProxyExcludes) {
+                proxy = proxy.no_proxy(reqwest::NoProxy::from_string(&excludes));
+            }
+            builder = builder.proxy(proxy);
+        }
+        let client = builder.build().map_err(|e| object_store::Error::Generic {
+            store: "HTTP",
+            source: Box::new(e),
+        })?;
         Ok(object_store::client::HttpClient::new(client))
     }
 }

@@ -348,24 +348,39 @@ impl Hierarchy {
         let listing = self.store.list_dir(path).await?;
         let mut out = Vec::new();
         for name in listing.prefixes {
-            let child = path.join(&name)?;
-            match self.node(&child).await {
-                Ok(NodeMetadata::Group(g))
-                    if g.implicit && !self.has_descendant_node(&child).await? => {}
-                Ok(node) => {
-                    let group = matches!(node, NodeMetadata::Group(_));
-                    // Listings show neither attributes nor consolidated
-                    // children; holding them for every node would cost
-                    // without bound.
-                    let node = if whole { node } else { node.summary() };
-                    out.push((name, Ok(keep(node)), group));
-                }
-                Err(ZarrError::NodeNotFound { .. }) => {}
-                Err(e @ ZarrError::Store(_)) => return Err(e),
-                Err(e) => out.push((name, Err(e), false)),
+            if let Some((node, group)) = self.child(&path.join(&name)?, whole).await? {
+                out.push((name, node.map(keep), group));
             }
         }
         Ok(out)
+    }
+
+    /// The node at the folder `path` as a listing of its parent shows it
+    /// (with its attributes when `whole`), and whether it is a group; `None`
+    /// when the folder holds no node (a folder with no document and none
+    /// below it). A node whose metadata cannot be read is its error; store
+    /// failures fail the call.
+    pub async fn child(
+        &self,
+        path: &StoreKey,
+        whole: bool,
+    ) -> Result<Option<(Result<NodeMetadata>, bool)>> {
+        Ok(match self.node(path).await {
+            Ok(NodeMetadata::Group(g)) if g.implicit && !self.has_descendant_node(path).await? => {
+                None
+            }
+            Ok(node) => {
+                let group = matches!(node, NodeMetadata::Group(_));
+                // Listings show neither attributes nor consolidated
+                // children; holding them for every node would cost
+                // without bound.
+                let node = if whole { node } else { node.summary() };
+                Some((Ok(node), group))
+            }
+            Err(ZarrError::NodeNotFound { .. }) => None,
+            Err(e @ ZarrError::Store(_)) => return Err(e),
+            Err(e) => Some((Err(e), false)),
+        })
     }
 
     /// Whether any metadata document lies below `path` (so it is an implicit group).

@@ -70,7 +70,8 @@ def stored(prefix):
     """Every file of the corpus below `prefix` (a key prefix) with its size."""
     found = {}
     for path, key in files_under(ROOT):
-        if key.startswith(prefix):
+        # The server's own folder (its mark on a directory it serves) is never served.
+        if key.startswith(prefix) and not key.startswith("__zarrd/"):
             found[key] = os.path.getsize(path)
     return found
 

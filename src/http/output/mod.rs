@@ -34,10 +34,10 @@ pub trait Output: Send + Sync {
     fn fixed_size_only(&self) -> bool {
         false
     }
-    /// Memory `encode` needs beyond the data itself, reserved from the
-    /// server's budget before it runs (what the read reserved covers the
-    /// data and an encoding `residence` declares).
-    fn encode_memory(&self, _data: &Data) -> u64 {
+    /// Memory `encode` needs per element beyond the data and the encoding
+    /// `residence` declares (an image's drawing), reserved with the read
+    /// before anything is read.
+    fn encoding_per_element(&self) -> u64 {
         0
     }
     /// The response carrying `data`.

@@ -98,14 +98,11 @@ impl Output for Png {
         }
         error
     }
-    fn encode_memory(&self, data: &Data) -> u64 {
+    fn encoding_per_element(&self) -> u64 {
         // Per element: the value to draw, a copy for the percentiles, the
-        // pixel and its share of the file (measured ~36 bytes per pixel
-        // of float32 with the data itself).
-        data.shape
-            .iter()
-            .product::<u64>()
-            .saturating_mul(DRAW_BYTES)
+        // pixel and its share of the file (measured ~36 bytes per pixel of
+        // float32 with the data itself).
+        DRAW_BYTES
     }
     fn encode(&self, data: Data, render: &Render) -> ApiResult<Response> {
         let drawn = draw(&data, render)?;

@@ -97,7 +97,7 @@ function withPath(base, path) {
 }
 
 export const urls = {
-  tree: (after) => `/api/v1/tree${query({ after })}`,
+  tree: (after) => (after === null || after === undefined ? "/api/v1/tree" : `/api/v1/tree?after=${encodeParam(after)}`),
   meta: (path) => withPath("/api/v1/meta", path),
   data: (path, params) => `${withPath("/api/v1/data", path)}${query(params)}`,
   preview: (path) => withPath("/api/v1/preview", path),

@@ -64,15 +64,16 @@ export class Tree {
       do {
         const answer = await getJSON(urls.tree(after));
         nodes = nodes.concat(answer.nodes || []);
-        after = answer.next || null;
+        // "" is a token too: after the root.
+        after = answer.next ?? null;
         pages += 1;
-      } while (after && pages < MAX_PAGES);
+      } while (after !== null && pages < MAX_PAGES);
     } catch (e) {
       this.status.textContent = isAbort(e) ? "" : `The hierarchy could not be listed: ${e.message}`;
       throw e;
     }
     this.build(nodes);
-    this.status.textContent = after ? `Showing the first ${nodes.length} nodes of a larger hierarchy.` : "";
+    this.status.textContent = after !== null ? `Showing the first ${nodes.length} nodes of a larger hierarchy.` : "";
     if (this.query) this.filter(this.query);
     return this.infos();
   }

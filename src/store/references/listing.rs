@@ -12,7 +12,7 @@ use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ListResult, ObjectMeta};
 
-use super::{generic, kerchunk, listed, Broken, Index, Ref, References};
+use super::{generic, kerchunk, listed, location_of, Broken, Index, Ref, References};
 
 /// Keys a listing takes from the index at a time.
 const LIST_BATCH: usize = 1000;
@@ -198,7 +198,7 @@ impl object_store::list::PaginatedListStore for References {
                     .into_iter()
                     .map(|(key, r)| listed(key, &r, self.loaded))
                     .collect(),
-                common_prefixes: dirs.into_iter().map(Path::from).collect(),
+                common_prefixes: dirs.iter().map(|d| location_of(d)).collect(),
                 extensions: Default::default(),
             },
             page_token: next,

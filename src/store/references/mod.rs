@@ -250,7 +250,7 @@ impl References {
     /// The key's size, validator and time, with one look at its target
     /// (none for inline values).
     async fn meta(&self, key: &str, r: &Ref) -> object_store::Result<ObjectMeta> {
-        let location = Path::from(key);
+        let location = location_of(key);
         match r {
             Ref::Inline(bytes) => Ok(ObjectMeta {
                 location,
@@ -308,7 +308,7 @@ impl References {
             ));
         }
         Ok(ObjectMeta {
-            location: Path::from(key),
+            location: location_of(key),
             last_modified: target.last_modified,
             size: length,
             e_tag: Some(etag(&[
@@ -335,6 +335,13 @@ impl References {
 }
 
 /// The folder a listing prefix names (`""`: the root).
+/// A key as a location, as written: `Path::from` would percent-encode
+/// names with `#`, `%` or letters outside ASCII, which listings would then
+/// show and page by in that form.
+fn location_of(key: &str) -> Path {
+    Path::parse(key).unwrap_or_else(|_| Path::from(key))
+}
+
 fn folder(prefix: Option<&Path>) -> String {
     prefix.map(|p| p.as_ref().to_string()).unwrap_or_default()
 }
@@ -356,7 +363,7 @@ fn listed(key: String, r: &Ref, loaded: DateTime<Utc>) -> ObjectMeta {
         Ref::Whole { url } => (0, etag(&[url.as_bytes()])),
     };
     ObjectMeta {
-        location: Path::from(key),
+        location: location_of(&key),
         last_modified: loaded,
         size,
         e_tag: Some(tag),
@@ -551,7 +558,7 @@ impl ObjectStore for References {
             .into_iter()
             .map(|(key, r)| listed(key, &r, self.loaded))
             .collect();
-        let common = dirs.into_iter().map(Path::from).collect();
+        let common = dirs.iter().map(|d| location_of(d)).collect();
         Ok(ListResult {
             common_prefixes: common,
             objects,
