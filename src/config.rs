@@ -130,9 +130,10 @@ pub struct ServeArgs {
     #[serde(deserialize_with = "file::size")]
     pub cache_size: Option<u64>,
     /// Memory the answers that grow with a request (selections, images,
-    /// consolidated metadata, trees, listings) may hold at once, e.g. 2GiB;
-    /// past it requests wait a second, then get 503 [default: half the
-    /// container's memory limit (else the machine's) less --cache-size]
+    /// thumbnails, consolidated metadata, request bodies) may hold at once,
+    /// e.g. 2GiB, at least 256MiB; past it requests wait a second, then get
+    /// 503 [default: half the container's memory limit (else the
+    /// machine's) less --cache-size]
     #[arg(long, env = "ZARRD_MEMORY_BUDGET", value_parser = parse_size)]
     #[serde(deserialize_with = "file::size")]
     pub memory_budget: Option<u64>,

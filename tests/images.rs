@@ -539,3 +539,53 @@ async fn thumbnails_are_kept_while_their_chunks_keep_their_etags() {
     let (_, _, redrawn) = preview(&app, "t").await;
     assert_ne!(redrawn, first);
 }
+
+/// An answer built whole holds its memory until its body has been taken,
+/// not until it was handed to the connection: a client that reads nothing
+/// keeps it reserved, and what drawing took beyond the answer's own bytes
+/// is given back once it is drawn.
+#[tokio::test]
+async fn answers_hold_their_memory_until_sent() {
+    use tower::ServiceExt;
+    let store = Store::memory();
+    let h = Hierarchy::new(store.clone());
+    let mut spec = ArraySpec::new(3, vec![1024, 1024], DataType::Float32);
+    spec.chunks = Some(vec![512, 512]);
+    h.create_array(&node_path("a").unwrap(), &spec, false)
+        .await
+        .unwrap();
+    let state = AppState::new(
+        store,
+        Config {
+            recheck_cached: Recheck::Never,
+            ..Config::default()
+        },
+    );
+    let app = router(state.clone());
+    let budget = state.service.budget();
+    let get = |uri: &str| axum::http::Request::get(uri).body(Body::empty()).unwrap();
+    // JSON of 4 MiB of data: its text stays reserved while unread.
+    let response = app
+        .clone()
+        .oneshot(get("/api/v1/data/a?format=json"))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    let text = budget.reserved();
+    assert!(text >= 2 << 20, "{text}");
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    assert!(body.len() as u64 <= text + (1 << 10));
+    assert_eq!(budget.reserved(), 0);
+    // A PNG: drawing took 32 bytes a pixel; the file alone is kept.
+    let response = app
+        .clone()
+        .oneshot(get("/api/v1/data/a?format=png"))
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(budget.reserved() < 1 << 20, "{}", budget.reserved());
+    drop(response);
+    assert_eq!(budget.reserved(), 0);
+}

@@ -1198,3 +1198,44 @@ async fn stored_values_are_never_sniffed_and_markup_is_a_download() {
         assert_eq!(h["x-content-type-options"], "nosniff");
     }
 }
+
+/// A request body reserves its memory as it arrives: a declared length
+/// that is never sent reserves nothing, and a body that could never fit in
+/// the memory budget is refused with 413 naming it, not told to retry.
+#[tokio::test]
+async fn request_bodies_reserve_their_memory_as_they_arrive() {
+    use tower::ServiceExt;
+    let state = AppState::new(
+        Store::memory(),
+        Config {
+            max_body_size: 1 << 30,
+            memory_budget: 256 << 20,
+            ..writable()
+        },
+    );
+    let app = router(state.clone());
+    let piece = bytes::Bytes::from(vec![1u8; 1 << 20]);
+    let pieces =
+        futures::stream::iter((0..300).map(move |_| Ok::<_, std::io::Error>(piece.clone())));
+    let request = axum::http::Request::put("/zarr/big.bin")
+        .body(Body::from_stream(pieces))
+        .unwrap();
+    let response = app.clone().oneshot(request).await.unwrap();
+    assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    assert!(String::from_utf8_lossy(&body).contains("--memory-budget"));
+    assert_eq!(state.service.budget().reserved(), 0);
+    // 32 MiB fits, and is stored.
+    let (s, _, _) = call(
+        &app,
+        Method::PUT,
+        "/zarr/ok.bin",
+        &[],
+        Body::from(vec![2u8; 32 << 20]),
+    )
+    .await;
+    assert!(s.is_success(), "{s}");
+    assert_eq!(state.service.budget().reserved(), 0);
+}

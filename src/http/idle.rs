@@ -325,3 +325,33 @@ impl http_body::Body for Watched {
         hint
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a `Keeping` body keeps lasts until the last piece of a large
+    /// frame is taken: a connection asks for a piece only once it has
+    /// written the one before, so a client that reads nothing never lets
+    /// the server drop it while the frame waits in a buffer.
+    #[tokio::test]
+    async fn a_kept_thing_lasts_until_the_last_piece_is_taken() {
+        use http_body::Body as _;
+        let kept = Arc::new(());
+        let frame = axum::body::Bytes::from(vec![7u8; 3 * KEEP_PIECE + 5]);
+        let mut body = Keeping::new(Body::from(frame), kept.clone());
+        assert_eq!(body.size_hint().exact(), Some(3 * KEEP_PIECE as u64 + 5));
+        let mut pieces = Vec::new();
+        while let Some(frame) = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await
+        {
+            let data = frame.unwrap().into_data().unwrap();
+            pieces.push(data.len());
+            if !body.is_end_stream() {
+                assert_eq!(Arc::strong_count(&kept), 2, "let go before the end");
+            }
+        }
+        assert_eq!(pieces, [KEEP_PIECE, KEEP_PIECE, KEEP_PIECE, 5]);
+        drop(body);
+        assert_eq!(Arc::strong_count(&kept), 1);
+    }
+}

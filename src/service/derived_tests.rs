@@ -275,3 +275,69 @@ async fn reads_reserve_their_memory_and_are_refused_when_it_is_spent() {
     assert_eq!(service.budget().reserved(), 0);
     service.read(&key("a"), read(":,:"), whole).await.unwrap();
 }
+
+#[tokio::test]
+async fn a_tree_page_reads_the_nodes_it_returns_not_their_siblings() {
+    let mut documents = vec![("zarr.json".to_string(), v3_group())];
+    for g in 0..300 {
+        documents.push((format!("g{g:03}/zarr.json"), v3_group()));
+    }
+    let refs: Vec<(&str, Bytes)> = documents
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.clone()))
+        .collect();
+    let (store, counted) = counted_store(&refs, "x", 0).await;
+    let service = Service::new(store, 1 << 20, Recheck::Always, limits());
+    // A page of one is the start node, with where to go on.
+    let first = service.tree_page(&StoreKey::root(), None, 1).await.unwrap();
+    assert_eq!(first.nodes.len(), 1);
+    assert_eq!(first.next.as_deref(), Some(""));
+    let second = service
+        .tree_page(&StoreKey::root(), first.next.as_deref(), 1)
+        .await
+        .unwrap();
+    assert_eq!(second.nodes[0].path, "g000");
+    // A page in the middle reads the documents of the nodes on it (and of
+    // the node it resumes after), not those of the group's other children.
+    counted.reads.store(0, Ordering::SeqCst);
+    let page = service
+        .tree_page(&StoreKey::root(), Some("g150"), 5)
+        .await
+        .unwrap();
+    let paths: Vec<&str> = page.nodes.iter().map(|n| n.path.as_str()).collect();
+    assert_eq!(paths, ["g151", "g152", "g153", "g154", "g155"]);
+    let reads = counted.reads.load(Ordering::SeqCst);
+    assert!(reads < 40, "{reads} reads for a page of 5");
+}
+
+#[tokio::test]
+async fn a_group_is_served_as_stored_while_memory_to_consolidate_it_is_held() {
+    let big = Bytes::from(
+        serde_json::to_vec(&serde_json::json!({"zarr_format": 3, "node_type": "group",
+            "attributes": {"notes": "x".repeat(100_000)}}))
+        .unwrap(),
+    );
+    let (store, _) =
+        counted_store(&[("zarr.json", v3_group()), ("g/zarr.json", big)], "x", 0).await;
+    let service = Service::new(store, 1 << 20, Recheck::Always, limits())
+        .with_budget(Budget::new(256 << 20, Duration::from_millis(20)));
+    async fn served(service: &Service) -> serde_json::Value {
+        match service.get_value(&key("zarr.json"), None).await.unwrap() {
+            Got::Value(Value {
+                body: ValueBody::Bytes(b),
+                ..
+            }) => serde_json::from_slice(&b).unwrap(),
+            _ => panic!("no document"),
+        }
+    }
+    let all = service
+        .budget()
+        .reserve(256 << 20, "everything")
+        .await
+        .unwrap();
+    let doc = served(&service).await;
+    assert!(doc.get("consolidated_metadata").is_none(), "{doc}");
+    drop(all);
+    let doc = served(&service).await;
+    assert!(doc["consolidated_metadata"]["metadata"].get("g").is_some());
+}
