@@ -407,6 +407,36 @@ impl Source {
     }
 }
 
+/// The default `--memory-budget`: half the memory the process may use, which is the
+/// container's limit (cgroup v2 `memory.max`, or v1's
+/// `memory.limit_in_bytes`) when there is one, else the machine's memory;
+/// less the decoded-chunk cache, which is bounded on its own.
+pub fn default_memory_budget(cache_size: u64) -> u64 {
+    // Read once: services are also made per transaction.
+    static LIMIT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    let limit = *LIMIT.get_or_init(|| memory_limit().unwrap_or(4 << 30));
+    (limit / 2).saturating_sub(cache_size)
+}
+
+/// The memory this process may use: its cgroup's limit, else the machine's.
+pub fn memory_limit() -> Option<u64> {
+    let read = |p: &str| std::fs::read_to_string(p).ok();
+    let cgroup = read("/sys/fs/cgroup/memory.max")
+        .or_else(|| read("/sys/fs/cgroup/memory/memory.limit_in_bytes"))
+        .and_then(|s| s.trim().parse::<u64>().ok());
+    let machine = read("/proc/meminfo").and_then(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("MemTotal:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            .map(|kib| kib * 1024)
+    });
+    // An unlimited cgroup v1 reports a huge number: the machine bounds it.
+    match (cgroup, machine) {
+        (Some(c), Some(m)) => Some(c.min(m)),
+        (c, m) => c.or(m),
+    }
+}
+
 /// Where a directory served as a store is marked so, in the reserved
 /// folder no client can read or write.
 pub const STORE_MARKER: &str = "__zarrd/store";
@@ -550,7 +580,7 @@ impl Default for Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 8000)),
             demo: false,
             cache_size: 512 << 20,
-            memory_budget: crate::service::default_budget(512 << 20),
+            memory_budget: default_memory_budget(512 << 20),
             recheck_cached: Recheck::Always,
             json_limit: 64 << 20,
             response_limit: 16 << 30,
@@ -602,9 +632,9 @@ impl Config {
             listen: o.listen.unwrap_or(d.listen),
             demo: o.demo,
             cache_size: o.cache_size.unwrap_or(d.cache_size),
-            memory_budget: o.memory_budget.unwrap_or_else(|| {
-                crate::service::default_budget(o.cache_size.unwrap_or(d.cache_size))
-            }),
+            memory_budget: o
+                .memory_budget
+                .unwrap_or_else(|| default_memory_budget(o.cache_size.unwrap_or(d.cache_size))),
             recheck_cached: o.recheck_cached.unwrap_or(d.recheck_cached),
             json_limit: o.json_limit.unwrap_or(d.json_limit),
             response_limit: o.response_limit.unwrap_or(d.response_limit),

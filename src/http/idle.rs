@@ -127,8 +127,7 @@ where
 /// moment the frame was queued for a client that may never read it.
 pub(super) struct Keeping<K> {
     body: Body,
-    /// What is left of the frame being handed over.
-    rest: axum::body::Bytes,
+    rest: Pieces<KEEP_PIECE>,
     _keep: K,
 }
 
@@ -139,7 +138,7 @@ impl<K> Keeping<K> {
     pub(super) fn new(body: Body, keep: K) -> Self {
         Keeping {
             body,
-            rest: axum::body::Bytes::new(),
+            rest: Pieces::default(),
             _keep: keep,
         }
     }
@@ -153,23 +152,8 @@ impl<K: Unpin> http_body::Body for Keeping<K> {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
-        if !self.rest.is_empty() {
-            let n = self.rest.len().min(KEEP_PIECE);
-            let piece = self.rest.split_to(n);
-            return Poll::Ready(Some(Ok(http_body::Frame::data(piece))));
-        }
-        match http_body::Body::poll_frame(Pin::new(&mut self.body), cx) {
-            Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
-                Ok(mut data) if data.len() > KEEP_PIECE => {
-                    let piece = data.split_to(KEEP_PIECE);
-                    self.rest = data;
-                    Poll::Ready(Some(Ok(http_body::Frame::data(piece))))
-                }
-                Ok(data) => Poll::Ready(Some(Ok(http_body::Frame::data(data)))),
-                Err(trailers) => Poll::Ready(Some(Ok(trailers))),
-            },
-            other => other,
-        }
+        let this = &mut *self;
+        this.rest.poll(&mut this.body, cx)
     }
 
     fn is_end_stream(&self) -> bool {
@@ -177,7 +161,48 @@ impl<K: Unpin> http_body::Body for Keeping<K> {
     }
 
     fn size_hint(&self) -> http_body::SizeHint {
-        let inner = http_body::Body::size_hint(&self.body);
+        self.rest.size_hint(&self.body)
+    }
+}
+
+/// What is left of a frame being handed over in pieces of at most `N`
+/// bytes (splitting `Bytes` shares them, it copies nothing).
+#[derive(Default)]
+struct Pieces<const N: usize> {
+    rest: axum::body::Bytes,
+}
+
+impl<const N: usize> Pieces<N> {
+    /// The next piece: of the frame being handed over, else of the next
+    /// frame of `body`.
+    fn poll<B>(
+        &mut self,
+        body: &mut B,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<axum::body::Bytes>, axum::Error>>>
+    where
+        B: http_body::Body<Data = axum::body::Bytes, Error = axum::Error> + Unpin,
+    {
+        if self.rest.is_empty() {
+            match Pin::new(body).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) => self.rest = data,
+                    Err(trailers) => return Poll::Ready(Some(Ok(trailers))),
+                },
+                other => return other,
+            }
+        }
+        let n = self.rest.len().min(N);
+        Poll::Ready(Some(Ok(http_body::Frame::data(self.rest.split_to(n)))))
+    }
+
+    fn is_empty(&self) -> bool {
+        self.rest.is_empty()
+    }
+
+    /// `body`'s size hint with what is left of the frame.
+    fn size_hint<B: http_body::Body>(&self, body: &B) -> http_body::SizeHint {
+        let inner = body.size_hint();
         let rest = self.rest.len() as u64;
         let mut hint = http_body::SizeHint::new();
         hint.set_lower(inner.lower() + rest);
@@ -208,8 +233,7 @@ type Held = Keeping<tokio::sync::OwnedSemaphorePermit>;
 /// it stops.
 pub(super) struct Watched {
     body: Held,
-    /// What is left of the frame being handed over.
-    rest: axum::body::Bytes,
+    rest: Pieces<PIECE>,
     progress: Arc<Progress>,
     watchdog: tokio::task::AbortHandle,
 }
@@ -263,7 +287,7 @@ impl Watched {
         .abort_handle();
         Watched {
             body,
-            rest: axum::body::Bytes::new(),
+            rest: Pieces::default(),
             progress,
             watchdog,
         }
@@ -287,23 +311,8 @@ impl http_body::Body for Watched {
         let now = self.progress.now();
         self.progress.moved.store(now, Ordering::Release);
         self.progress.waiting.store(false, Ordering::Release);
-        let polled = if self.rest.is_empty() {
-            match Pin::new(&mut self.body).poll_frame(cx) {
-                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
-                    Ok(mut data) => {
-                        let piece = data.split_to(data.len().min(PIECE));
-                        self.rest = data;
-                        Poll::Ready(Some(Ok(http_body::Frame::data(piece))))
-                    }
-                    Err(trailers) => Poll::Ready(Some(Ok(trailers))),
-                },
-                other => other,
-            }
-        } else {
-            let n = self.rest.len().min(PIECE);
-            let piece = self.rest.split_to(n);
-            Poll::Ready(Some(Ok(http_body::Frame::data(piece))))
-        };
+        let this = &mut *self;
+        let polled = this.rest.poll(&mut this.body, cx);
         if let Poll::Ready(Some(Ok(_))) = &polled {
             self.progress.waiting.store(true, Ordering::Release);
         }
@@ -315,14 +324,7 @@ impl http_body::Body for Watched {
     }
 
     fn size_hint(&self) -> http_body::SizeHint {
-        let inner = http_body::Body::size_hint(&self.body);
-        let rest = self.rest.len() as u64;
-        let mut hint = http_body::SizeHint::new();
-        hint.set_lower(inner.lower() + rest);
-        if let Some(upper) = inner.upper() {
-            hint.set_upper(upper + rest);
-        }
-        hint
+        self.rest.size_hint(&self.body)
     }
 }
 

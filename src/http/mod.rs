@@ -96,6 +96,13 @@ impl AppState {
             config.memory_budget,
             std::time::Duration::from_secs(1),
         ));
+        if config.memory_budget < crate::service::budget::MIN_BUDGET {
+            tracing::warn!(
+                asked = config.memory_budget,
+                used = crate::service::budget::MIN_BUDGET,
+                "the memory budget is raised to its smallest size"
+            );
+        }
         let in_flight = Arc::new(tokio::sync::Semaphore::new(config.max_concurrency));
         let previews = preview::Previews::new(config.recheck_cached);
         // Tokens were validated when the configuration was resolved; should

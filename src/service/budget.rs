@@ -84,13 +84,6 @@ impl Budget {
     /// A budget of `bytes` (at least [`MIN_BUDGET`]); requests wait up to
     /// `wait` for memory.
     pub fn new(bytes: u64, wait: Duration) -> Self {
-        if bytes < MIN_BUDGET {
-            tracing::warn!(
-                asked = bytes,
-                used = MIN_BUDGET,
-                "the memory budget is raised to its smallest size"
-            );
-        }
         let units = (bytes.max(MIN_BUDGET) / UNIT).min(Semaphore::MAX_PERMITS as u64);
         Budget {
             permits: Arc::new(Semaphore::new(units as usize)),
@@ -155,36 +148,6 @@ impl Budget {
     }
 }
 
-/// The default budget: half the memory the process may use, which is the
-/// container's limit (cgroup v2 `memory.max`, or v1's
-/// `memory.limit_in_bytes`) when there is one, else the machine's memory;
-/// less the decoded-chunk cache, which is bounded on its own.
-pub fn default_budget(cache_size: u64) -> u64 {
-    // Read once: services are also made per transaction.
-    static LIMIT: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    let limit = *LIMIT.get_or_init(|| memory_limit().unwrap_or(4 << 30));
-    (limit / 2).saturating_sub(cache_size).max(MIN_BUDGET)
-}
-
-/// The memory this process may use: its cgroup's limit, else the machine's.
-pub fn memory_limit() -> Option<u64> {
-    let read = |p: &str| std::fs::read_to_string(p).ok();
-    let cgroup = read("/sys/fs/cgroup/memory.max")
-        .or_else(|| read("/sys/fs/cgroup/memory/memory.limit_in_bytes"))
-        .and_then(|s| s.trim().parse::<u64>().ok());
-    let machine = read("/proc/meminfo").and_then(|s| {
-        s.lines()
-            .find_map(|l| l.strip_prefix("MemTotal:"))
-            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-            .map(|kib| kib * 1024)
-    });
-    // An unlimited cgroup v1 reports a huge number: the machine bounds it.
-    match (cgroup, machine) {
-        (Some(c), Some(m)) => Some(c.min(m)),
-        (c, m) => c.or(m),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -228,9 +191,11 @@ mod tests {
 
     #[test]
     fn the_default_follows_the_memory_limit() {
+        use crate::config::{default_memory_budget, memory_limit};
         let limit = memory_limit().unwrap();
         assert!(limit > MIN_BUDGET);
-        assert_eq!(default_budget(0), (limit / 2).max(MIN_BUDGET));
-        assert_eq!(default_budget(u64::MAX), MIN_BUDGET);
+        assert_eq!(default_memory_budget(0), limit / 2);
+        assert_eq!(default_memory_budget(u64::MAX), 0);
+        assert_eq!(Budget::new(0, Duration::ZERO).total(), MIN_BUDGET);
     }
 }

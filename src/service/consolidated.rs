@@ -54,6 +54,16 @@ pub(super) struct Built {
     sources: Vec<(StoreKey, Option<String>)>,
 }
 
+impl Built {
+    fn new(served: Option<(Bytes, KeyMeta)>, sources: Vec<(StoreKey, Option<String>)>) -> Self {
+        Built {
+            at: Instant::now(),
+            served,
+            sources,
+        }
+    }
+}
+
 impl std::fmt::Debug for Consolidated {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "Consolidated({} groups)", self.built.entry_count())
@@ -248,11 +258,7 @@ impl Service {
                 let (documents, sources, _memory) =
                     self.documents_below(&group, &DOCUMENTS, None).await?;
                 let Some(documents) = documents else {
-                    return Ok(Built {
-                        at: Instant::now(),
-                        served: None,
-                        sources,
-                    });
+                    return Ok(Built::new(None, sources));
                 };
                 let bytes = run_blocking(move || {
                     let doc =
@@ -268,11 +274,7 @@ impl Service {
                         chrono::Utc::now().timestamp_millis(),
                     ),
                 );
-                Ok(Built {
-                    at: Instant::now(),
-                    served: Some((bytes, meta)),
-                    sources,
-                })
+                Ok(Built::new(Some((bytes, meta)), sources))
             })
             .await?;
         Ok(built.served.clone())
@@ -323,11 +325,7 @@ impl Service {
                 // The served bytes follow the stored document too.
                 sources.push((key.clone(), own_tag));
                 let Some(documents) = documents else {
-                    return Ok(Built {
-                        at: Instant::now(),
-                        served: None,
-                        sources,
-                    });
+                    return Ok(Built::new(None, sources));
                 };
                 let bytes = run_blocking(move || {
                     let members = documents
@@ -357,11 +355,7 @@ impl Service {
                 .await?;
                 let served = (bytes.len() <= MAX_CONSOLIDATED_BYTES)
                     .then(|| (bytes.clone(), served_meta(&bytes, meta.last_modified)));
-                Ok(Built {
-                    at: Instant::now(),
-                    served,
-                    sources,
-                })
+                Ok(Built::new(served, sources))
             })
             .await;
         Ok(match built {

@@ -21,7 +21,7 @@ mod write;
 
 use std::sync::Arc;
 
-pub use budget::{default_budget, memory_limit, Budget, Reservation, REFUSED as BUDGET_REFUSED};
+pub use budget::{Budget, Reservation, REFUSED as BUDGET_REFUSED};
 pub use cache::{Node, ZarrCache};
 pub use commit::Writing;
 pub use error::{ErrorKind, Result, ServiceError};
@@ -88,7 +88,7 @@ impl Service {
             transactional: false,
             events: Default::default(),
             budget: Budget::new(
-                default_budget(cache_size),
+                crate::config::default_memory_budget(cache_size),
                 std::time::Duration::from_secs(1),
             ),
         }
