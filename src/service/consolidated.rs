@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use sha2::{Digest, Sha256};
 
 use super::{ErrorKind, Reservation, Result, Service};
 use crate::config::Recheck;
@@ -97,12 +96,15 @@ const MAX_FOLDERS: usize = 20_000;
 /// parsed form and the served bytes.
 const BUILD_BYTES_PER_BYTE: u64 = 8;
 
-/// What a built document is served with: its size, and an ETag of its bytes.
+/// What a built document is served with: its size, and as ETag the MD5 of
+/// its bytes, as S3 gives a single-part object: S3 tools (rclone, mc,
+/// s3cmd) take a 32-hex ETag for the body's MD5 and check it.
 fn served_meta(bytes: &Bytes, last_modified: crate::store::chrono_like::Timestamp) -> KeyMeta {
+    use md5::Digest;
     KeyMeta {
         size: bytes.len() as u64,
         version: Version {
-            e_tag: Some(hex::encode(&Sha256::digest(bytes)[..16])),
+            e_tag: Some(hex::encode(md5::Md5::digest(bytes))),
             version: None,
         },
         last_modified,
