@@ -6,6 +6,7 @@ mod app;
 pub mod auth;
 pub mod body;
 mod cache_control;
+mod dav;
 pub mod error;
 pub mod extract;
 mod gate;
@@ -92,6 +93,7 @@ impl AppState {
             limits,
         )
         .with_v3_consolidation(config.consolidated_v3)
+        .with_v2_consolidation(config.consolidated_v2)
         .with_budget(crate::service::Budget::new(
             config.memory_budget,
             std::time::Duration::from_secs(1),
@@ -167,11 +169,17 @@ pub struct LongLived;
 
 fn handler(path: &str) -> MethodRouter<AppState> {
     match path {
-        "/zarr/" => get(raw::list_root).head(raw::list_root),
+        "/zarr" => get(raw::to_root)
+            .head(raw::to_root)
+            .fallback(dav::propfind_root),
+        "/zarr/" => get(raw::list_root)
+            .head(raw::list_root)
+            .fallback(dav::propfind_root),
         "/zarr/{key}" => get(raw::get_key)
             .head(raw::head_key)
             .put(write::put_key)
-            .delete(write::delete_key),
+            .delete(write::delete_key)
+            .fallback(dav::propfind_key),
         "/api/v1/tree" => get(api::tree_root),
         "/api/v1/tree/{path}" => get(api::tree),
         "/api/v1/meta" => get(api::meta_root),
@@ -191,8 +199,12 @@ fn handler(path: &str) -> MethodRouter<AppState> {
         "/api/v1/watch" => get(watch::watch_root),
         "/api/v1/watch/{path}" => get(watch::watch),
         "/s3" | "/s3/" => get(s3::list_buckets),
-        "/s3/{bucket}" | "/s3/{bucket}/" => get(s3::get_bucket).head(s3::head_bucket),
-        "/s3/{bucket}/{key}" => get(s3::get_object).head(s3::head_object),
+        "/s3/{bucket}" | "/s3/{bucket}/" => get(s3::get_bucket)
+            .head(s3::head_bucket)
+            .fallback(s3::other_method),
+        "/s3/{bucket}/{key}" => get(s3::get_object)
+            .head(s3::head_object)
+            .fallback(s3::other_method),
         "/" => get(viewer::page),
         "/view/{path}" => get(viewer::view),
         "/viewer/settings.json" => get(viewer::settings),
@@ -364,7 +376,7 @@ async fn fallback(request: Request) -> ApiError {
     ))
 }
 
-async fn method_not_allowed(request: Request) -> ApiError {
+pub(crate) async fn method_not_allowed(request: Request) -> ApiError {
     ApiError::new(
         StatusCode::METHOD_NOT_ALLOWED,
         "method_not_allowed",

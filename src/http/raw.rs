@@ -7,7 +7,7 @@ use axum::body::Body;
 use axum::extract::State;
 
 use super::extract::ApiPath;
-use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures::StreamExt;
@@ -232,10 +232,62 @@ pub(super) fn precondition_failed(key: &StoreKey) -> ApiError {
 pub async fn get_key(
     State(state): State<AppState>,
     ApiPath(raw): ApiPath<String>,
+    uri: Uri,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    let response = get_value(&state, &raw, &headers).await?;
+    let response = match get_value(&state, &raw, &headers).await {
+        Err(e) if e.status == StatusCode::NOT_FOUND => {
+            folder_redirect(&state, &raw, &uri, e).await?
+        }
+        answer => answer?,
+    };
     Ok(state.cache_control.apply(&raw, response))
+}
+
+/// A folder asked for without its trailing slash is redirected to its
+/// listing, as nginx, Apache and Python's `http.server` do: clients that
+/// walk folders over HTTP (fsspec's `find`, GDAL's `/vsicurl/`) build
+/// such URLs and follow the redirect. Only where the key is missing: a
+/// value is answered as itself even on a store where a folder of the
+/// same name exists. `missing` is the answer otherwise.
+async fn folder_redirect(
+    state: &AppState,
+    raw: &str,
+    uri: &Uri,
+    missing: ApiError,
+) -> ApiResult<Response> {
+    let folder = match StoreKey::new(raw) {
+        Ok(key) if !key.is_root() && !raw.ends_with('/') => key,
+        _ => return Err(missing),
+    };
+    if state
+        .store
+        .list_level_page(&folder, None, 1)
+        .await?
+        .is_empty()
+    {
+        return Err(missing);
+    }
+    Ok(to_folder(uri))
+}
+
+/// A redirect to the path the client sent (still percent-encoded, so it
+/// names exactly what was asked for) with a slash, and the same query.
+fn to_folder(uri: &Uri) -> Response {
+    let location = match uri.query() {
+        Some(q) => format!("{}/?{q}", uri.path()),
+        None => format!("{}/", uri.path()),
+    };
+    let mut response = StatusCode::MOVED_PERMANENTLY.into_response();
+    if let Ok(v) = HeaderValue::from_str(&location) {
+        response.headers_mut().insert(header::LOCATION, v);
+    }
+    response
+}
+
+/// `GET /zarr`: the root folder is `/zarr/`.
+pub async fn to_root(uri: Uri) -> Response {
+    to_folder(&uri)
 }
 
 pub(super) async fn get_value(
@@ -499,9 +551,15 @@ async fn multipart(
 pub async fn head_key(
     State(state): State<AppState>,
     ApiPath(raw): ApiPath<String>,
+    uri: Uri,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    let response = head_value(&state, &raw, &headers).await?;
+    let response = match head_value(&state, &raw, &headers).await {
+        Err(e) if e.status == StatusCode::NOT_FOUND => {
+            folder_redirect(&state, &raw, &uri, e).await?
+        }
+        answer => answer?,
+    };
     Ok(state.cache_control.apply(&raw, response))
 }
 

@@ -55,9 +55,15 @@ const PUBLIC: Access = Access::Public;
 
 /// Every route.
 pub static ROUTES: &[Route] = &[
+    // Redirected to `/zarr/`, as a folder without its slash is.
+    Route {
+        path: "/zarr",
+        methods: &[("get", READ), ("head", READ), ("propfind", READ)],
+        resource: Resource::Root,
+    },
     Route {
         path: "/zarr/",
-        methods: &[("get", READ), ("head", READ)],
+        methods: &[("get", READ), ("head", READ), ("propfind", READ)],
         resource: Resource::Root,
     },
     Route {
@@ -67,6 +73,8 @@ pub static ROUTES: &[Route] = &[
             ("head", READ),
             ("put", WRITE),
             ("delete", WRITE),
+            // WebDAV's listing (`http/dav.rs`).
+            ("propfind", READ),
         ],
         resource: Resource::Param,
     },
@@ -263,6 +271,7 @@ pub fn method_name(method: &axum::http::Method) -> &'static str {
         Method::POST => "post",
         Method::PATCH => "patch",
         Method::DELETE => "delete",
+        _ if method.as_str() == "PROPFIND" => "propfind",
         _ => "other",
     }
 }
@@ -289,7 +298,7 @@ mod tests {
             assert!(!route.methods.is_empty(), "{}", route.path);
             for (method, access) in route.methods {
                 assert!(
-                    ["get", "head", "put", "post", "patch", "delete"].contains(method),
+                    ["get", "head", "put", "post", "patch", "delete", "propfind"].contains(method),
                     "{} {method}",
                     route.path
                 );

@@ -182,18 +182,13 @@ fn bucket(url: &Url) -> Result<Bucket, StoreError> {
 pub fn open_url(location: &str) -> Result<Store, StoreError> {
     let url = Url::parse(location).map_err(|e| bad(location, e))?;
     if matches!(url.scheme(), "http" | "https") {
-        // The URL's path is where the store starts, not an object in it.
-        let store = object_store::http::HttpBuilder::new()
-            .with_url(location.trim_end_matches('/'))
-            .with_client_options(
-                object_store::ClientOptions::new().with_allow_http(url.scheme() == "http"),
-            )
-            .with_retry(retries())
-            .with_http_connector(NoRedirects)
-            .build()
-            .map_err(|e| bad(location, e))?;
-        let s = Store::with_coordination(Arc::new(store), location, Coordination::CompareAndSwap);
-        return Ok(s.into_read_only());
+        // The host's store, below the URL's path: object_store's HTTP
+        // store names what a WebDAV listing finds by its whole path on
+        // the host, and the prefix store takes the URL's path off again
+        // (as it does for a bucket's), so a listing names keys.
+        let root = Path::from(url.path().trim_matches('/'));
+        let store = store_below(bucket(&url)?, &root, location);
+        return Ok(store.into_read_only());
     }
     if url.scheme() == "file" {
         return Err(bad(location, "file:// URLs are opened as directories"));

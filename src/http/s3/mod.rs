@@ -187,8 +187,12 @@ pub async fn get_object(
     request: Request,
 ) -> ApiResult<Response> {
     let key = object_key(&bucket, &key, request.uri().query())?;
+    let overrides = overrides(request.uri().query())?;
     let response = super::raw::get_value(&state, &key, request.headers()).await?;
-    Ok(state.cache_control.apply(&key, response))
+    Ok(with_overrides(
+        state.cache_control.apply(&key, response),
+        overrides,
+    ))
 }
 
 /// `HEAD /s3/{bucket}/{key}`: HeadObject, as `HEAD /zarr/{key}`.
@@ -198,8 +202,74 @@ pub async fn head_object(
     request: Request,
 ) -> ApiResult<Response> {
     let key = object_key(&bucket, &key, request.uri().query())?;
+    let overrides = overrides(request.uri().query())?;
     let response = super::raw::head_value(&state, &key, request.headers()).await?;
-    Ok(state.cache_control.apply(&key, response))
+    Ok(with_overrides(
+        state.cache_control.apply(&key, response),
+        overrides,
+    ))
+}
+
+/// The query parameters of GetObject that set a header of the answer
+/// (what presigned download links carry), and the header each sets.
+const OVERRIDES: [(&str, header::HeaderName); 6] = [
+    ("response-content-type", header::CONTENT_TYPE),
+    ("response-content-disposition", header::CONTENT_DISPOSITION),
+    ("response-content-language", header::CONTENT_LANGUAGE),
+    ("response-content-encoding", header::CONTENT_ENCODING),
+    ("response-cache-control", header::CACHE_CONTROL),
+    ("response-expires", header::EXPIRES),
+];
+
+/// The headers a request's `response-*` parameters set; a value no header
+/// can carry is refused, naming the parameter.
+fn overrides(query: Option<&str>) -> ApiResult<Vec<(header::HeaderName, HeaderValue)>> {
+    let mut set = Vec::new();
+    for (k, v) in query_pairs(query) {
+        let Some((_, name)) = OVERRIDES.iter().find(|(p, _)| *p == k) else {
+            continue;
+        };
+        let value = HeaderValue::from_str(&v).map_err(|_| {
+            ApiError::bad_request(
+                "bad_parameter",
+                format!("{k} must be a header value: visible ASCII, spaces and tabs"),
+            )
+        })?;
+        set.push((name.clone(), value));
+    }
+    Ok(set)
+}
+
+/// A successful answer with the headers its `response-*` parameters set
+/// (S3 sets them on 200 and 206 alike, and on no error).
+fn with_overrides(mut response: Response, set: Vec<(header::HeaderName, HeaderValue)>) -> Response {
+    if response.status().is_success() {
+        for (name, value) in set {
+            response.headers_mut().insert(name, value);
+        }
+    }
+    response
+}
+
+/// Any other method on a bucket or object: writes are S3 operations that
+/// are not served here (`NotImplemented`, as S3 answers an operation it
+/// lacks; write through `/zarr/{key}`), other methods 405.
+pub async fn other_method(request: Request) -> Response {
+    if matches!(
+        *request.method(),
+        Method::PUT | Method::DELETE | Method::POST
+    ) {
+        return ApiError::new(
+            StatusCode::NOT_IMPLEMENTED,
+            "not_implemented",
+            format!(
+                "{} is not served through /s3, a read-only view of the hierarchy: write through /zarr/{{key}}",
+                request.method()
+            ),
+        )
+        .into_response();
+    }
+    super::method_not_allowed(request).await.into_response()
 }
 
 /// S3's code for one of the server's errors.
