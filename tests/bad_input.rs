@@ -120,7 +120,7 @@ async fn bad_metadata_names_key_and_reason() {
             json!({"zarr_format": 3, "node_type": "array", "shape": [4], "data_type": "int32",
             "chunk_grid": {"name": "regular", "configuration": {"chunk_shape": [2]}}, "chunk_key_encoding": {"name": "default"},
             "fill_value": 0, "codecs": [{"name": "bytes", "configuration": {"endian": "little"}}, {"name": "snappy-ish"}]}),
-            "not a supported codec",
+            "is not one zarrd decodes",
         ),
         (
             "zarr.json",
@@ -154,7 +154,7 @@ async fn bad_metadata_names_key_and_reason() {
         (
             ".zarray",
             json!({"zarr_format": 2, "shape": [4], "chunks": [2], "dtype": "<i4", "compressor": {"id": "nope"}, "fill_value": 0, "order": "C", "filters": null}),
-            "not a supported codec",
+            "is not one zarrd decodes",
         ),
         (
             ".zarray",

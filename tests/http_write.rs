@@ -61,7 +61,7 @@ async fn raw_puts_heed_every_precondition() {
                 .0
         }
     };
-    assert_eq!(put(vec![], "one").await, StatusCode::NO_CONTENT);
+    assert_eq!(put(vec![], "one").await, StatusCode::CREATED);
     let (_, h, _) = call(&app, Method::HEAD, "/zarr/p/blob", &[], Body::empty()).await;
     let etag = h["etag"].to_str().unwrap().to_string();
     for refused in [
@@ -217,7 +217,7 @@ async fn raw_keys_conditional_writes() {
         call(&app, Method::PUT, "/zarr/x/.zattrs", &[], r#"{"a": 1}"#)
             .await
             .0,
-        StatusCode::NO_CONTENT
+        StatusCode::CREATED
     );
     for bad in ["/zarr/__zarrd/locks/x", "/zarr/a/../b"] {
         let (s, _, b) = call(&app, Method::PUT, bad, &[], "v").await;
@@ -733,7 +733,7 @@ async fn bearer_tokens_scopes_and_prefixes() {
         )
         .await
         .0,
-        StatusCode::NO_CONTENT
+        StatusCode::CREATED
     );
     let (s, _, b) = call(
         &app,
@@ -831,14 +831,14 @@ async fn overload_is_503_with_retry_after_and_metrics_count_it() {
         .await
         .unwrap();
     drop(tx);
-    assert_eq!(slow.await.unwrap(), StatusCode::NO_CONTENT);
+    assert_eq!(slow.await.unwrap(), StatusCode::CREATED);
     let (s, _, text) = call(&app, Method::GET, "/metrics", &[], Body::empty()).await;
     assert_eq!(s, StatusCode::OK);
     let text = String::from_utf8(text).unwrap();
     assert!(text.contains("zarrd_load_shed_total"), "{text}");
     assert!(
         text.contains(
-            "zarrd_http_requests_total{route=\"/zarr/{*key}\",method=\"PUT\",status=\"204\"} 1"
+            "zarrd_http_requests_total{route=\"/zarr/{*key}\",method=\"PUT\",status=\"201\"} 1"
         ),
         "{text}"
     );

@@ -96,7 +96,7 @@ pub async fn put_key(
         if_none_match: request_etags(&headers, header::IF_NONE_MATCH),
         unmodified_since: super::raw::http_date(&headers, header::IF_UNMODIFIED_SINCE),
     };
-    state
+    let created = state
         .service
         .put_key(&key, value, &preconditions, caller.is_some_and(|c| c.admin))
         .await
@@ -111,7 +111,7 @@ pub async fn put_key(
             _ => e.into(),
         })?;
     let meta = state.store.head(&key).await?;
-    let status = if preconditions.create_only() {
+    let status = if created || preconditions.create_only() {
         StatusCode::CREATED
     } else {
         StatusCode::NO_CONTENT

@@ -127,6 +127,7 @@ impl From<ZarrError> for ServiceError {
             ZarrError::Metadata { .. } => (CorruptData, "invalid_metadata"),
             ZarrError::CorruptChunk { .. } => (CorruptData, "corrupt_chunk"),
             ZarrError::Codec { .. } => (CorruptData, "codec_error"),
+            ZarrError::UnsupportedCodec { .. } => (Unprocessable, "unsupported_codec"),
             ZarrError::Internal(_) => (Internal, "internal"),
             ZarrError::NotAllowed(_) => (Forbidden, "forbidden"),
             ZarrError::TooLarge(_) => (TooLarge, "too_large"),

@@ -352,7 +352,7 @@ impl Service {
         value: Bytes,
         preconditions: &Preconditions,
         may_replace: bool,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let node = check_document(key, &value)?;
         if node.is_some() {
             self.hierarchy.check_placement(&node_of(key)).await?;
@@ -362,9 +362,21 @@ impl Service {
             self.refuse_other_documents(key).await?;
         }
         let conditional = preconditions.any() || guarded.is_some();
+        // Whether the put creates the key (201, not 204): the update sees
+        // the current value, a blind put looks first.
+        let created = std::sync::atomic::AtomicBool::new(false);
+        if !conditional {
+            created.store(
+                self.store.head(key).await?.is_none(),
+                std::sync::atomic::Ordering::Relaxed,
+            );
+        }
         let result = self
             .store
             .update(key, !conditional, |current: Option<Versioned>| {
+                if conditional {
+                    created.store(current.is_none(), std::sync::atomic::Ordering::Relaxed);
+                }
                 let refused = !preconditions.hold(current.as_ref().map(|v| &v.meta));
                 let replaced = match (guarded, &current) {
                     (Some(new), Some(current)) => stored_node(key, &current.bytes)
@@ -390,7 +402,7 @@ impl Service {
         self.changed_key(key).await;
         result?;
         self.notify(Change::new(key, ChangeKind::Key));
-        Ok(())
+        Ok(created.into_inner())
     }
 
     /// Refuse a node document beside another one of the node (a `.zgroup`
@@ -441,8 +453,14 @@ fn check_document(key: &StoreKey, value: &[u8]) -> Result<Option<NodeMetadata>> 
     let bad = |e: ZarrError| ServiceError::unprocessable("bad_metadata", e.to_string());
     let doc = crate::zarr::metadata::parse_json(key.as_str(), value).map_err(bad)?;
     let node = node_of(key);
+    // The structure is checked, not whether zarrd implements every codec:
+    // an array of a codec it lacks is stored and served raw (REST reads of
+    // it answer 422 naming the codec).
     let array = |meta: ArrayMetadata| {
-        Array::check_metadata(&node, &meta)?;
+        match Array::check_metadata(&node, &meta) {
+            Ok(()) | Err(ZarrError::UnsupportedCodec { .. }) => {}
+            Err(e) => return Err(e),
+        }
         Ok(Some(NodeMetadata::Array(Box::new(meta))))
     };
     let checked = match name {

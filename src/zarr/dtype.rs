@@ -604,6 +604,34 @@ impl DataType {
         }
     }
 
+    /// The name with the parameters that make the type (`|S7` is
+    /// `null_terminated_bytes(length=7)`, `<M8[10ms]` is
+    /// `numpy.datetime64[10ms]`), for listings that show a type in a word.
+    pub fn label(&self) -> std::string::String {
+        use DataType::*;
+        match self {
+            FixedBytes(n) => format!("null_terminated_bytes(length={n})"),
+            FixedUtf32(n) => format!("fixed_length_utf32(length={n})"),
+            DateTime64 { unit, scale } | TimeDelta64 { unit, scale } => {
+                let kind = if matches!(self, DateTime64 { .. }) {
+                    "datetime64"
+                } else {
+                    "timedelta64"
+                };
+                format!("numpy.{kind}[{}]", time_unit(unit, *scale))
+            }
+            Structured(fields) => format!(
+                "structured({})",
+                fields
+                    .iter()
+                    .map(|f| format!("{}: {}", f.name, f.dtype.label()))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            _ => self.name(),
+        }
+    }
+
     /// The field of a structured type with this name.
     pub fn field(&self, name: &str) -> Option<&Field> {
         match self {

@@ -29,6 +29,10 @@ pub enum ZarrError {
     /// A codec name or configuration is not understood.
     #[error("codec '{codec}': {reason}")]
     Codec { codec: String, reason: String },
+    /// A codec zarrd does not implement. The array's keys are stored and
+    /// served as they are; only decoding them is refused.
+    #[error("codec '{codec}' in {key} is not one zarrd decodes (the array's keys are stored and served raw; read them with a client that has the codec)")]
+    UnsupportedCodec { key: String, codec: String },
     /// A stored chunk could not be decoded (truncated, corrupt, checksum mismatch).
     #[error("chunk '{key}' could not be decoded: {reason}")]
     CorruptChunk { key: String, reason: String },
@@ -69,6 +73,12 @@ impl ZarrError {
         ZarrError::Codec {
             codec: codec.to_string(),
             reason: reason.into(),
+        }
+    }
+    pub(crate) fn unsupported_codec(codec: &str) -> Self {
+        ZarrError::UnsupportedCodec {
+            key: "the array's metadata".to_string(),
+            codec: codec.to_string(),
         }
     }
     pub fn metadata(key: &str, reason: impl Into<String>) -> Self {
@@ -117,6 +127,10 @@ impl ZarrError {
             ZarrError::Codec { codec, reason } => ZarrError::Codec {
                 codec: codec.clone(),
                 reason: reason.clone(),
+            },
+            ZarrError::UnsupportedCodec { key, codec } => ZarrError::UnsupportedCodec {
+                key: key.clone(),
+                codec: codec.clone(),
             },
             ZarrError::CorruptChunk { key, reason } => ZarrError::CorruptChunk {
                 key: key.clone(),

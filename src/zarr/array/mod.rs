@@ -209,7 +209,13 @@ fn build_chain(path: &StoreKey, meta: &ArrayMetadata) -> Result<(CodecChain, Chu
             &chunk_repr,
         ),
     }
-    .map_err(|e| ZarrError::metadata(&metadata_key(path, meta.zarr_format), e.to_string()))?;
+    .map_err(|e| {
+        let key = metadata_key(path, meta.zarr_format);
+        match e {
+            ZarrError::UnsupportedCodec { codec, .. } => ZarrError::UnsupportedCodec { key, codec },
+            e => ZarrError::metadata(&key, e.to_string()),
+        }
+    })?;
     Ok((chain, chunk_repr))
 }
 

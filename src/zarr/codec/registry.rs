@@ -115,7 +115,7 @@ fn numcodec(id: &str, config: &Value, repr: &ChunkRepr) -> Result<Built> {
             cfg,
             "numcodecs.fletcher32",
         )?)),
-        other => return Err(ZarrError::codec(other, "is not a supported codec")),
+        other => return Err(ZarrError::unsupported_codec(other)),
     })
 }
 
@@ -155,7 +155,7 @@ fn v3_codec(entry: &Value, repr: &ChunkRepr) -> Result<Built> {
         "sharding_indexed" => Built::ArrayBytes(Box::new(sharding(config, repr)?)),
         other => match other.strip_prefix("numcodecs.") {
             Some(id) => numcodec(id, config.unwrap_or(&empty), repr)?,
-            None => return Err(ZarrError::codec(other, "is not a supported codec")),
+            None => return Err(ZarrError::unsupported_codec(other)),
         },
     })
 }
