@@ -216,6 +216,10 @@ pub struct ServeArgs {
     // the ROOT that follows it.
     #[arg(long, env = "ZARRD_CONSOLIDATED_V3", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub consolidated_v3: Option<bool>,
+    /// Answer `.zmetadata` of a Zarr v2 group that stores none with one built
+    /// from the hierarchy below (`=false`: 404, the group as stored) [default: true]
+    #[arg(long, env = "ZARRD_CONSOLIDATED_V2", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub consolidated_v2: Option<bool>,
     /// PEM certificate chain (leaf first): serve HTTPS, HTTP/2 and HTTP/1.1 by ALPN (needs --tls-key)
     #[arg(long, env = "ZARRD_TLS_CERT")]
     pub tls_cert: Option<PathBuf>,
@@ -300,6 +304,7 @@ impl ServeArgs {
             max_image_pixels: self.max_image_pixels.or(file.max_image_pixels),
             viewer_dir: self.viewer_dir.or(file.viewer_dir),
             consolidated_v3: self.consolidated_v3.or(file.consolidated_v3),
+            consolidated_v2: self.consolidated_v2.or(file.consolidated_v2),
             cache_control: self.cache_control.or(file.cache_control),
             tls_cert: self.tls_cert.or(file.tls_cert),
             tls_key: self.tls_key.or(file.tls_key),
@@ -561,6 +566,8 @@ pub struct Config {
     pub viewer_dir: Option<std::path::PathBuf>,
     /// v3 groups' `zarr.json` served with consolidated metadata added.
     pub consolidated_v3: bool,
+    /// `.zmetadata` built for v2 groups that store none.
+    pub consolidated_v2: bool,
     /// Cache-Control of stored values at the root (and mounts without one).
     pub cache_control: String,
     /// Certificate chain and key: HTTPS instead of HTTP.
@@ -599,6 +606,7 @@ impl Default for Config {
             max_image_pixels: 1 << 24,
             viewer_dir: None,
             consolidated_v3: true,
+            consolidated_v2: true,
             cache_control: "no-cache".into(),
             tls_cert: None,
             tls_key: None,
@@ -664,6 +672,7 @@ impl Config {
             max_image_pixels: o.max_image_pixels.unwrap_or(d.max_image_pixels),
             viewer_dir: o.viewer_dir,
             consolidated_v3: o.consolidated_v3.unwrap_or(d.consolidated_v3),
+            consolidated_v2: o.consolidated_v2.unwrap_or(d.consolidated_v2),
             cache_control: header_value("cache_control", o.cache_control)?
                 .unwrap_or(d.cache_control),
             tls_cert: o.tls_cert.clone(),

@@ -38,7 +38,7 @@ fn array_summary(path: &str, meta: &ArrayMetadata, array: Option<&Array>) -> Val
         "zarr_format": meta.zarr_format,
         "shape": meta.shape,
         "chunks": chunks,
-        "dtype": meta.dtype.name(),
+        "dtype": meta.dtype.label(),
     })
 }
 

@@ -247,7 +247,7 @@ impl Service {
     /// The consolidated document for `key` when it is a `.zmetadata` the
     /// store does not hold, of a v2 group that does exist.
     pub(super) async fn synthesized(&self, key: &StoreKey) -> Result<Option<(Bytes, KeyMeta)>> {
-        if key.name() != ZMETADATA {
+        if !self.consolidate_v2 || key.name() != ZMETADATA {
             return Ok(None);
         }
         let group = key.parent().unwrap_or_else(StoreKey::root);

@@ -59,6 +59,8 @@ pub struct Service {
     consolidated: consolidated::Consolidated,
     /// Serve v3 groups' `zarr.json` with consolidated metadata added.
     consolidate_v3: bool,
+    /// Answer `.zmetadata` of v2 groups that store none.
+    consolidate_v2: bool,
     /// This service writes into one transaction of a versioned store.
     transactional: bool,
     /// What writes changed, for watchers.
@@ -85,6 +87,7 @@ impl Service {
             limits,
             consolidated: Default::default(),
             consolidate_v3: true,
+            consolidate_v2: true,
             transactional: false,
             events: Default::default(),
             budget: Budget::new(
@@ -110,6 +113,13 @@ impl Service {
     /// metadata is served with it (on by default).
     pub fn with_v3_consolidation(mut self, on: bool) -> Self {
         self.consolidate_v3 = on;
+        self
+    }
+
+    /// Whether `.zmetadata` of a v2 group that stores none is answered
+    /// with one built from the hierarchy (on by default).
+    pub fn with_v2_consolidation(mut self, on: bool) -> Self {
+        self.consolidate_v2 = on;
         self
     }
 
