@@ -2,6 +2,8 @@
 FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock openapi.yaml ./
+COPY build.rs ./
+COPY vendor ./vendor
 COPY src ./src
 COPY benches ./benches
 RUN cargo build --release --locked --bin zarrd

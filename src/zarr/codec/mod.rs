@@ -8,11 +8,13 @@ mod bytes;
 mod checksum;
 mod compress;
 mod numeric;
+mod pcodec;
 mod registry;
 mod sharding;
 mod transform;
 mod transpose;
 mod vlen;
+mod zfp;
 
 pub use self::blosc::BloscCodec;
 pub use self::bytes::BytesCodec;

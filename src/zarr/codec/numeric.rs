@@ -155,3 +155,39 @@ pub fn cast(codec: &str, from: &DataType, to: &DataType, buf: &[u8]) -> Result<V
         _ => write_f64(codec, to, &read_f64(codec, from, buf)?),
     }
 }
+
+/// A number that chunks hold little-endian, read and written as whole
+/// slices of one type (for codecs that code typed numbers: pcodec, ZFP).
+pub trait Le: Copy + Default {
+    const SIZE: usize;
+    fn from_le(bytes: &[u8]) -> Self;
+    fn put_le(self, out: &mut Vec<u8>);
+
+    /// Every whole element of `bytes`.
+    fn read_all(bytes: &[u8]) -> Vec<Self> {
+        bytes.chunks_exact(Self::SIZE).map(Self::from_le).collect()
+    }
+
+    fn write_all(values: &[Self]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(values.len() * Self::SIZE);
+        for v in values {
+            v.put_le(&mut out);
+        }
+        out
+    }
+}
+
+macro_rules! le {
+    ($($t:ty),*) => {$(
+        impl Le for $t {
+            const SIZE: usize = std::mem::size_of::<$t>();
+            fn from_le(bytes: &[u8]) -> Self {
+                <$t>::from_le_bytes(bytes.try_into().unwrap_or_default())
+            }
+            fn put_le(self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_le_bytes());
+            }
+        }
+    )*};
+}
+le!(i16, i32, i64, u16, u32, u64, f16, f32, f64);

@@ -7,10 +7,12 @@ use super::blosc::BloscCodec;
 use super::bytes::{ByteOrder, BytesCodec};
 use super::checksum::{Algorithm, Checksum};
 use super::compress::{Bz2, Deflate, Lz4, Lzma, Zstd};
+use super::pcodec::Pcodec;
 use super::sharding::{IndexLocation, ShardingCodec};
 use super::transform::{BitRound, Categorize, Elementwise, PackBits, Shuffle};
 use super::transpose::TransposeCodec;
 use super::vlen::VlenCodec;
+use super::zfp::Zfpy;
 use super::{ArrayToArrayCodec, ArrayToBytesCodec, BytesToBytesCodec, ChunkRepr, CodecChain};
 use crate::zarr::dtype::{DataType, Endian};
 use crate::zarr::error::{Result, ZarrError};
@@ -114,6 +116,12 @@ fn numcodec(id: &str, config: &Value, repr: &ChunkRepr) -> Result<Built> {
             Algorithm::Fletcher32,
             cfg,
             "numcodecs.fletcher32",
+        )?)),
+        "pcodec" => Built::ArrayBytes(Box::new(Pcodec::new(config, &repr.dtype)?)),
+        "zfpy" => Built::ArrayBytes(Box::new(Zfpy::new(config, repr)?)),
+        "jenkins_lookup3" => Built::BytesBytes(Box::new(Checksum::lookup3(
+            cfg,
+            "numcodecs.jenkins_lookup3",
         )?)),
         other => return Err(ZarrError::unsupported_codec(other)),
     })
@@ -366,7 +374,24 @@ pub fn build_v2_chain(spec: &V2Filters, repr: &ChunkRepr) -> Result<CodecChain> 
         }
         builder.push(built, id)?;
     }
-    if builder.a2b.is_none() {
+    // numcodecs' array→bytes codecs (pcodec, zfpy) given as the v2
+    // compressor serialize the array themselves, in native order.
+    let compressor = match spec.compressor {
+        Value::Null => None,
+        c => Some((codec_id(c)?, numcodec(codec_id(c)?, c, &builder.repr)?)),
+    };
+    if let Some((id, Built::ArrayBytes(_))) = &compressor {
+        if builder.a2b.is_some() {
+            return Err(ZarrError::codec(id, "cannot follow a vlen filter"));
+        }
+        if endian == Endian::Big && builder.repr.dtype.size().is_some_and(|s| s > 1) {
+            return Err(ZarrError::codec(
+                id,
+                "codes little-endian numbers; the dtype is big-endian",
+            ));
+        }
+    }
+    if builder.a2b.is_none() && !matches!(compressor, Some((_, Built::ArrayBytes(_)))) {
         if builder.repr.dtype.is_variable() {
             return Err(ZarrError::codec(
                 "filters",
@@ -377,9 +402,7 @@ pub fn build_v2_chain(spec: &V2Filters, repr: &ChunkRepr) -> Result<CodecChain> 
             order: ByteOrder::Declared(endian),
         }));
     }
-    if !spec.compressor.is_null() {
-        let id = codec_id(spec.compressor)?;
-        let built = numcodec(id, spec.compressor, &builder.repr)?;
+    if let Some((id, built)) = compressor {
         builder.push(built, id)?;
     }
     builder.finish()
