@@ -242,6 +242,44 @@ fn cases() -> Vec<Case> {
             lossy: true,
         },
         Case {
+            path: "v3/numcodecs_pcodec",
+            spec: v3(json!([{"name": "numcodecs.pcodec", "configuration": {"level": 8}}])),
+            lossy: false,
+        },
+        Case {
+            path: "v3/numcodecs_lookup3",
+            spec: v3(
+                json!([b, {"name": "numcodecs.jenkins_lookup3", "configuration": {"initval": 3, "prefix": null}}]),
+            ),
+            lossy: false,
+        },
+        Case {
+            path: "v3/numcodecs_zfpy_reversible",
+            spec: v3(
+                json!([{"name": "numcodecs.zfpy", "configuration": {"mode": 4, "tolerance": -1}}]),
+            ),
+            lossy: false,
+        },
+        Case {
+            path: "v3/numcodecs_zfpy_accuracy",
+            spec: with(spec(3, &[30, 7], &[8, 3], DataType::Float64), |s| {
+                s.codecs = Some(
+                    json!([{"name": "numcodecs.zfpy", "configuration": {"mode": 4, "tolerance": 0.05}}]),
+                );
+            }),
+            lossy: true,
+        },
+        Case {
+            path: "v2/pcodec",
+            spec: v2(json!({"id": "pcodec", "level": 5})),
+            lossy: false,
+        },
+        Case {
+            path: "v2/zfpy",
+            spec: v2(json!({"id": "zfpy", "mode": 4, "tolerance": -1})),
+            lossy: false,
+        },
+        Case {
             path: "v3/numcodecs_bitround",
             spec: with(spec(3, &[30], &[8], DataType::Float32), |s| {
                 s.codecs = Some(

@@ -164,6 +164,11 @@ def v3_cases():
         "numcodecs_crc32": dict(compressors=[zc.CRC32()]),
         "numcodecs_adler32": dict(compressors=[zc.Adler32()]),
         "numcodecs_fletcher32": dict(compressors=[zc.Fletcher32()]),
+        "numcodecs_jenkins_lookup3": dict(compressors=[zc.JenkinsLookup3(initval=7)]),
+        "numcodecs_pcodec": dict(serializer=zc.PCodec(level=8), compressors=None),
+        "numcodecs_pcodec_delta": dict(serializer=zc.PCodec(level=3, delta_spec="try_consecutive", delta_encoding_order=1,
+                                                            mode_spec="classic", equal_pages_up_to=10), compressors=None),
+        "numcodecs_zfpy_reversible": dict(serializer=zc.ZFPY(mode=4, tolerance=-1), compressors=None),
         "numcodecs_delta": dict(filters=[zc.Delta(dtype="<i4")]),
         "numcodecs_astype": dict(filters=[zc.AsType(encode_dtype="<i8", decode_dtype="<i4")]),
     }.items():
@@ -172,6 +177,9 @@ def v3_cases():
         "numcodecs_fixedscaleoffset": dict(filters=[zc.FixedScaleOffset(offset=10, scale=100, dtype="<f4", astype="<i4")]),
         "numcodecs_quantize": dict(filters=[zc.Quantize(digits=2, dtype="<f4")]),
         "numcodecs_bitround": dict(filters=[zc.BitRound(keepbits=6)]),
+        "numcodecs_zfpy_accuracy": dict(serializer=zc.ZFPY(mode=4, tolerance=0.01), compressors=None),
+        "numcodecs_zfpy_rate": dict(serializer=zc.ZFPY(mode=2, rate=12), compressors=None),
+        "numcodecs_zfpy_precision": dict(serializer=zc.ZFPY(mode=3, precision=14), compressors=None),
     }.items():
         write(store, name, f, 3, "lossy", chunks=(6, 4), **kwargs)
     write(store, "numcodecs_packbits", sample("bool", (21, 5)), 3, chunks=(8, 3), filters=[zc.PackBits()])
@@ -256,6 +264,9 @@ def v2_cases():
         "adler32": numcodecs.Adler32(),
         "fletcher32": numcodecs.Fletcher32(),
         "crc32c": numcodecs.CRC32C(),
+        "jenkins_lookup3": numcodecs.JenkinsLookup3(),
+        "pcodec": numcodecs.PCodec(level=5),
+        "zfpy_reversible": numcodecs.ZFPY(tolerance=-1),
     }
     for name, comp in compressors.items():
         write(store, "compressor_" + name, base, 2, chunks=(6, 4), compressors=comp)

@@ -14,7 +14,7 @@ STORE = os.path.join(ROOT, "store.zarr")
 
 # TensorStore implements the core codecs, not numcodecs' filters or its
 # lzma/lz4 compressors, nor variable-length types in v2.
-TS_UNSUPPORTED = ("numcodecs", "filter_", "lzma", "lz4", "strings", "bytes", "unicode", "structured", "float16")
+TS_UNSUPPORTED = ("numcodecs", "pcodec", "zfpy", "filter_", "lzma", "lz4", "strings", "bytes", "unicode", "structured", "float16")
 
 
 # zarr-python 3 cannot open structured dtypes with subarray fields; TensorStore checks those.
