@@ -216,6 +216,12 @@ pub struct ServeArgs {
     // the ROOT that follows it.
     #[arg(long, env = "ZARRD_CONSOLIDATED_V3", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub consolidated_v3: Option<bool>,
+    /// Check that metadata documents written as raw keys (`zarr.json`,
+    /// `.zarray`, `.zgroup`, `.zattrs`, `.zmetadata`) are what their names say
+    /// before storing them (`=false` stores any bytes, for trusted writers
+    /// using zarrd as a plain key-value store) [default: true]
+    #[arg(long, env = "ZARRD_CHECK_DOCUMENTS", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub check_documents: Option<bool>,
     /// Answer `.zmetadata` of a Zarr v2 group that stores none with one built
     /// from the hierarchy below (`=false`: 404, the group as stored) [default: true]
     #[arg(long, env = "ZARRD_CONSOLIDATED_V2", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
@@ -305,6 +311,7 @@ impl ServeArgs {
             viewer_dir: self.viewer_dir.or(file.viewer_dir),
             consolidated_v3: self.consolidated_v3.or(file.consolidated_v3),
             consolidated_v2: self.consolidated_v2.or(file.consolidated_v2),
+            check_documents: self.check_documents.or(file.check_documents),
             cache_control: self.cache_control.or(file.cache_control),
             tls_cert: self.tls_cert.or(file.tls_cert),
             tls_key: self.tls_key.or(file.tls_key),
@@ -568,6 +575,8 @@ pub struct Config {
     pub consolidated_v3: bool,
     /// `.zmetadata` built for v2 groups that store none.
     pub consolidated_v2: bool,
+    /// Raw writes of metadata documents are checked before they are stored.
+    pub check_documents: bool,
     /// Cache-Control of stored values at the root (and mounts without one).
     pub cache_control: String,
     /// Certificate chain and key: HTTPS instead of HTTP.
@@ -607,6 +616,7 @@ impl Default for Config {
             viewer_dir: None,
             consolidated_v3: true,
             consolidated_v2: true,
+            check_documents: true,
             cache_control: "no-cache".into(),
             tls_cert: None,
             tls_key: None,
@@ -673,6 +683,7 @@ impl Config {
             viewer_dir: o.viewer_dir,
             consolidated_v3: o.consolidated_v3.unwrap_or(d.consolidated_v3),
             consolidated_v2: o.consolidated_v2.unwrap_or(d.consolidated_v2),
+            check_documents: o.check_documents.unwrap_or(d.check_documents),
             cache_control: header_value("cache_control", o.cache_control)?
                 .unwrap_or(d.cache_control),
             tls_cert: o.tls_cert.clone(),

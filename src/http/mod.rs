@@ -94,6 +94,7 @@ impl AppState {
         )
         .with_v3_consolidation(config.consolidated_v3)
         .with_v2_consolidation(config.consolidated_v2)
+        .with_document_checks(config.check_documents)
         .with_budget(crate::service::Budget::new(
             config.memory_budget,
             std::time::Duration::from_secs(1),

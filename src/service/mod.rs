@@ -61,6 +61,8 @@ pub struct Service {
     consolidate_v3: bool,
     /// Answer `.zmetadata` of v2 groups that store none.
     consolidate_v2: bool,
+    /// Check metadata documents written as raw keys before storing them.
+    check_documents: bool,
     /// This service writes into one transaction of a versioned store.
     transactional: bool,
     /// What writes changed, for watchers.
@@ -88,6 +90,7 @@ impl Service {
             consolidated: Default::default(),
             consolidate_v3: true,
             consolidate_v2: true,
+            check_documents: true,
             transactional: false,
             events: Default::default(),
             budget: Budget::new(
@@ -113,6 +116,14 @@ impl Service {
     /// metadata is served with it (on by default).
     pub fn with_v3_consolidation(mut self, on: bool) -> Self {
         self.consolidate_v3 = on;
+        self
+    }
+
+    /// Whether metadata documents written as raw keys are checked (parse
+    /// as what their names say, nodes placed and replaced as the API
+    /// allows) before they are stored; on by default.
+    pub fn with_document_checks(mut self, on: bool) -> Self {
+        self.check_documents = on;
         self
     }
 

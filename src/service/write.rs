@@ -353,7 +353,10 @@ impl Service {
         preconditions: &Preconditions,
         may_replace: bool,
     ) -> Result<bool> {
-        let node = check_document(key, &value)?;
+        let node = match self.check_documents {
+            true => check_document(key, &value)?,
+            false => None,
+        };
         if node.is_some() {
             self.hierarchy.check_placement(&node_of(key)).await?;
         }
