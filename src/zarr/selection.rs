@@ -12,7 +12,8 @@ use super::error::{Result, ZarrError};
 pub enum DimSelector {
     /// A single index; the dimension is dropped from the result.
     Index(i64),
-    /// `start:stop:step` (step > 0).
+    /// `start:stop:step` (step not 0; a negative one walks backwards, as
+    /// numpy's `::-1`).
     Slice {
         start: Option<i64>,
         stop: Option<i64>,
@@ -129,11 +130,8 @@ fn parse_dim(token: &str) -> Result<DimSelector> {
             Some(p) => parse_bound(p, "slice step")?,
             None => None,
         };
-        if step.is_some_and(|step| step <= 0) {
-            let step = parts[2].trim();
-            return Err(sel_err(format!(
-                "slice step {step} in '{t}' must be positive (negative steps are not supported)"
-            )));
+        if step == Some(0) {
+            return Err(sel_err(format!("slice step in '{t}' must not be zero")));
         }
         return Ok(DimSelector::Slice { start, stop, step });
     }
@@ -259,6 +257,46 @@ fn normalize(i: i64, len: u64, dim: usize) -> Result<u64> {
     Ok(n as u64)
 }
 
+/// A slice with a negative step, as Python's `slice.indices` resolves it:
+/// from `start` (default the last index) down to just above `stop`
+/// (default before the first). Its indices are listed, in the order they
+/// are selected, so they count against [`MAX_LISTED`] as a list's do.
+fn resolve_backwards(
+    start: Option<i64>,
+    stop: Option<i64>,
+    step: i64,
+    len: u64,
+    dim: usize,
+    listed: &mut usize,
+) -> Result<Indices> {
+    let len = i128::from(len);
+    // Bounds clamp to [-1, len - 1]: -1 is "before the first".
+    let clamp = |v: i64| {
+        let v = i128::from(v);
+        let v = if v < 0 { v + len } else { v };
+        v.clamp(-1, len - 1)
+    };
+    let first = start.map(clamp).unwrap_or(len - 1);
+    let last = stop.map(clamp).unwrap_or(-1);
+    let step = -i128::from(step);
+    let n = if first > last {
+        (first - last - 1) / step + 1
+    } else {
+        0
+    };
+    // What the selection lists in all: its lists and these.
+    let total = n.saturating_add(*listed as i128);
+    if total > MAX_LISTED as i128 {
+        return Err(sel_err(format!(
+            "a negative step selects its {n} indices along dimension {dim} as a list, \
+             and a selection may list at most {MAX_LISTED} indices in all"
+        )));
+    }
+    *listed = total as usize;
+    let indices: Vec<u64> = (0..n).map(|k| (first - k * step) as u64).collect();
+    Ok(Indices::List(indices.into()))
+}
+
 fn resolve_slice(start: Option<i64>, stop: Option<i64>, step: Option<i64>, len: u64) -> Indices {
     let clamp = |v: i64| -> u64 {
         let v = if v < 0 {
@@ -303,6 +341,13 @@ fn resolve_orthogonal(dims: &[DimSelector], shape: &[u64]) -> Result<Resolved> {
         }
     }
     expanded.resize(shape.len(), DimSelector::all());
+    let mut listed: usize = expanded
+        .iter()
+        .map(|d| match d {
+            DimSelector::List(l) => l.len(),
+            _ => 0,
+        })
+        .sum();
     let resolved = expanded
         .iter()
         .zip(shape)
@@ -312,6 +357,14 @@ fn resolve_orthogonal(dims: &[DimSelector], shape: &[u64]) -> Result<Resolved> {
                 DimSelector::Index(i) => ResolvedDim {
                     indices: Indices::List([normalize(*i, len, dim)?].into()),
                     keep: false,
+                },
+                DimSelector::Slice {
+                    start,
+                    stop,
+                    step: Some(step),
+                } if *step < 0 => ResolvedDim {
+                    indices: resolve_backwards(*start, *stop, *step, len, dim, &mut listed)?,
+                    keep: true,
                 },
                 DimSelector::Slice { start, stop, step } => ResolvedDim {
                     indices: resolve_slice(*start, *stop, *step, len),
@@ -530,6 +583,66 @@ fn orthogonal_chunks(dims: &[ResolvedDim], chunk_shape: &[u64]) -> Vec<(Vec<u64>
 mod tests {
     use super::*;
 
+    /// The indices numpy selects with `a[start:stop:step]` of length `len`.
+    fn numpy(start: Option<i64>, stop: Option<i64>, step: i64, len: i64) -> Vec<u64> {
+        // Python's slice.indices for a negative step.
+        let norm = |v: i64, default: i64| {
+            let v = if v < 0 { v + len } else { v };
+            if v < 0 {
+                -1
+            } else if v >= len {
+                len - 1
+            } else {
+                v
+            }
+            .max(-1)
+            .min(default.max(len - 1))
+        };
+        let mut i = start.map(|s| norm(s, len - 1)).unwrap_or(len - 1);
+        let stop = stop.map(|s| norm(s, -1)).unwrap_or(-1);
+        let mut out = vec![];
+        while i > stop {
+            out.push(i as u64);
+            i += step;
+        }
+        out
+    }
+
+    #[test]
+    fn negative_steps_select_as_numpy_does() {
+        for len in [0i64, 1, 5, 10] {
+            for step in [-1i64, -2, -3, -11] {
+                for start in [None, Some(-20), Some(-1), Some(0), Some(3), Some(20)] {
+                    for stop in [None, Some(-20), Some(-2), Some(0), Some(2), Some(20)] {
+                        let sel = DimSelector::Slice {
+                            start,
+                            stop,
+                            step: Some(step),
+                        };
+                        let got = Selection::Orthogonal(vec![sel])
+                            .resolve(&[len as u64])
+                            .unwrap();
+                        let Resolved::Orthogonal(dims) = got else {
+                            unreachable!()
+                        };
+                        let got: Vec<u64> = (0..dims[0].indices.len())
+                            .map(|i| dims[0].indices.get(i))
+                            .collect();
+                        assert_eq!(
+                            got,
+                            numpy(start, stop, step, len),
+                            "{start:?}:{stop:?}:{step} of {len}"
+                        );
+                    }
+                }
+            }
+        }
+        assert!(Selection::parse("::0").is_err());
+        assert!(Selection::parse("::-1").is_ok());
+        let huge = Selection::parse("::-1").unwrap().resolve(&[1 << 40]);
+        assert!(huge.unwrap_err().to_string().contains("at most"));
+    }
+
     #[test]
     fn slice_bounds_past_i64_clamp_as_numpy_clamps_them() {
         let huge = "99999999999999999999";
@@ -542,12 +655,13 @@ mod tests {
             resolve(&format!("::{huge}")),
             resolve(&format!("::{}", i64::MAX))
         );
-        for bad in [
-            format!("0:{huge}x"),
-            format!("::-{huge}"),
-            huge.to_string(),
-            "0:-".into(),
-        ] {
+        // A step past i64 backwards takes the last index alone, as numpy's.
+        let last = resolve(&format!("::-{huge}"));
+        let Resolved::Orthogonal(dims) = last else {
+            unreachable!()
+        };
+        assert_eq!((dims[0].indices.len(), dims[0].indices.get(0)), (1, 9));
+        for bad in [format!("0:{huge}x"), huge.to_string(), "0:-".into()] {
             assert!(
                 Selection::parse(&bad)
                     .and_then(|s| s.resolve(&[10]))
@@ -609,7 +723,7 @@ mod tests {
             }
         );
         assert_eq!(d[5], DimSelector::List(vec![1, 5, 9]));
-        for bad in ["::-1", "1:2:0", "a", "[1,", "...,...", "1:2:3:4", ""] {
+        for bad in ["1:2:0", "a", "[1,", "...,...", "1:2:3:4", ""] {
             if bad.is_empty() {
                 continue;
             }
