@@ -170,9 +170,10 @@ async fn propfind_lists_levels_and_everything_below() {
         propfind(&app, "/zarr/g", Some("2")).await.0,
         StatusCode::BAD_REQUEST
     );
-    // Other methods the route lacks stay 405.
-    let (s, _, _) = call(&app, Method::PATCH, "/zarr/g/a/0", &[], "").await;
+    // Other methods the route lacks stay 405, and Allow names PROPFIND.
+    let (s, h, _) = call(&app, Method::PATCH, "/zarr/g/a/0", &[], "").await;
     assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED);
+    assert_eq!(header(&h, "allow"), "GET,HEAD,PUT,DELETE,PROPFIND");
 }
 
 #[tokio::test]
@@ -246,14 +247,30 @@ async fn s3_writes_are_not_implemented() {
     assert_eq!(s, StatusCode::METHOD_NOT_ALLOWED);
 }
 
+fn reader_token() -> Config {
+    Config {
+        tokens: vec![zarrd::auth::TokenConfig {
+            name: Some("reader".into()),
+            token: Some("reader-token-0123456789".into()),
+            token_sha256: None,
+            scopes: vec![zarrd::auth::Scope::Read],
+            prefixes: vec![],
+            access_key_id: None,
+        }],
+        allow_anonymous_reads: Some(true),
+        ..Config::default()
+    }
+}
+
 #[tokio::test]
-async fn get_object_takes_response_header_overrides() {
-    let (_, app) = fixture(Config::default()).await;
+async fn get_object_takes_response_header_overrides_from_authenticated_requests() {
+    let (_, app) = fixture(reader_token()).await;
     let uri = "/s3/zarr/g/a/0?response-content-type=text%2Fplain\
                &response-content-disposition=attachment%3B%20filename%3D%22c0.bin%22\
                &response-cache-control=no-store";
+    let token = ("authorization", "Bearer reader-token-0123456789");
     for method in [Method::GET, Method::HEAD] {
-        let (s, h, _) = call(&app, method, uri, &[], "").await;
+        let (s, h, _) = call(&app, method, uri, &[token], "").await;
         assert_eq!(s, StatusCode::OK);
         assert_eq!(header(&h, "content-type"), "text/plain");
         assert_eq!(
@@ -261,15 +278,22 @@ async fn get_object_takes_response_header_overrides() {
             "attachment; filename=\"c0.bin\""
         );
         assert_eq!(header(&h, "cache-control"), "no-store");
+        // Whatever type it is given, a stored value runs nothing.
+        assert!(header(&h, "content-security-policy").contains("sandbox"));
     }
-    let (s, h, _) = call(&app, Method::GET, uri, &[("range", "bytes=0-1")], "").await;
+    let (s, h, _) = call(&app, Method::GET, uri, &[token, ("range", "bytes=0-1")], "").await;
     assert_eq!(s, StatusCode::PARTIAL_CONTENT);
     assert_eq!(header(&h, "content-type"), "text/plain");
+    // Anonymous links cannot choose how a browser takes stored bytes.
+    let html = "/s3/zarr/g/a/0?response-content-type=text%2Fhtml";
+    let (s, _, body) = call(&app, Method::GET, html, &[], "").await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    assert!(String::from_utf8_lossy(&body).contains("<Code>InvalidRequest</Code>"));
     let (s, _, body) = call(
         &app,
         Method::GET,
         "/s3/zarr/g/a/0?response-content-type=a%0Ab",
-        &[],
+        &[token],
         "",
     )
     .await;

@@ -78,12 +78,14 @@ fn depth(headers: &HeaderMap) -> ApiResult<Depth> {
 /// `PROPFIND /zarr/`: the root folder. Other methods the route lacks
 /// are answered 405 (these handlers are the routes' method fallback).
 pub async fn propfind_root(State(state): State<AppState>, request: Request) -> Response {
-    if request.method().as_str() != "PROPFIND" {
-        return super::method_not_allowed(request).await.into_response();
-    }
-    propfind(&state, String::new(), request)
-        .await
-        .into_response()
+    let answer = if request.method().as_str() != "PROPFIND" {
+        super::method_not_allowed(request).await.into_response()
+    } else {
+        propfind(&state, String::new(), request)
+            .await
+            .into_response()
+    };
+    allowing("GET,HEAD,PROPFIND", answer)
 }
 
 /// `PROPFIND /zarr/{key}`: a value, or a folder (with or without its
@@ -93,25 +95,28 @@ pub async fn propfind_key(
     ApiPath(raw): ApiPath<String>,
     request: Request,
 ) -> Response {
-    if request.method().as_str() != "PROPFIND" {
-        return super::method_not_allowed(request).await.into_response();
-    }
-    propfind(&state, raw, request).await.into_response()
+    let answer = if request.method().as_str() != "PROPFIND" {
+        super::method_not_allowed(request).await.into_response()
+    } else {
+        propfind(&state, raw, request).await.into_response()
+    };
+    allowing("GET,HEAD,PUT,DELETE,PROPFIND", answer)
+}
+
+/// The methods the route has, PROPFIND among them (axum's own `Allow`
+/// knows only the methods it routes).
+fn allowing(methods: &'static str, mut answer: Response) -> Response {
+    answer
+        .headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static(methods));
+    answer
 }
 
 async fn propfind(state: &AppState, raw: String, request: Request) -> ApiResult<Response> {
     let depth = depth(request.headers())?;
     // What the client asks for is read (a connection with an unread body
     // cannot be kept) but does not change the answer.
-    axum::body::to_bytes(request.into_body(), MAX_REQUEST)
-        .await
-        .map_err(|_| {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "too_large",
-                format!("a PROPFIND body may be at most {MAX_REQUEST} bytes"),
-            )
-        })?;
+    super::extract::read_small_body(request.into_body(), MAX_REQUEST, "a PROPFIND body").await?;
     let key = StoreKey::new(raw.trim_end_matches('/'))?;
     let folder = if key.is_root() {
         String::new()

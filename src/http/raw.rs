@@ -149,6 +149,13 @@ fn value_headers(response: &mut Response, key: &StoreKey, meta: &KeyMeta) {
             HeaderValue::from_static("attachment"),
         );
     }
+    // And should a browser render one anyway (a type set by a signed S3
+    // link's `response-content-type`), it runs nothing, in an origin of
+    // its own, away from the viewer's token.
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static("sandbox; default-src 'none'"),
+    );
     if let Some(tag) = meta
         .version
         .e_tag

@@ -96,7 +96,7 @@ pub async fn put_key(
         if_none_match: request_etags(&headers, header::IF_NONE_MATCH),
         unmodified_since: super::raw::http_date(&headers, header::IF_UNMODIFIED_SINCE),
     };
-    let created = state
+    let put = state
         .service
         .put_key(&key, value, &preconditions, caller.is_some_and(|c| c.admin))
         .await
@@ -110,17 +110,19 @@ pub async fn put_key(
             ),
             _ => e.into(),
         })?;
-    let meta = state.store.head(&key).await?;
-    let status = if created || preconditions.create_only() {
+    let status = if put.created || preconditions.create_only() {
         StatusCode::CREATED
     } else {
         StatusCode::NO_CONTENT
     };
     let mut response = status.into_response();
-    if let Some(tag) = meta
-        .and_then(|m| m.version.e_tag)
-        .and_then(|t| HeaderValue::from_str(&quote_etag(&t)).ok())
-    {
+    // The version this put stored (a later head could name another
+    // writer's); a store that names none on a put is asked.
+    let e_tag = match put.version.e_tag {
+        Some(tag) => Some(tag),
+        None => state.store.head(&key).await?.and_then(|m| m.version.e_tag),
+    };
+    if let Some(tag) = e_tag.and_then(|t| HeaderValue::from_str(&quote_etag(&t)).ok()) {
         response.headers_mut().insert(header::ETAG, tag);
     }
     Ok(response)

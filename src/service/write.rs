@@ -8,7 +8,7 @@ use serde_json::{Map, Value};
 use super::events::{bounds, Change, ChangeKind};
 use super::{Result, Service, ServiceError};
 use crate::store::chrono_like::Timestamp;
-use crate::store::{etags_match, KeyMeta, Replacement, StoreError, StoreKey, Versioned};
+use crate::store::{etags_match, KeyMeta, Outcome, Replacement, StoreError, StoreKey, Versioned};
 use crate::zarr::metadata::{
     v1, v2, v3, DOCUMENT_NAMES, MAX_CONSOLIDATED_BYTES, MAX_DOCUMENT_BYTES, NODE_DOCUMENTS,
 };
@@ -92,6 +92,14 @@ impl Preconditions {
             None => true,
         }
     }
+}
+
+/// What a raw put did: whether it created the key (else it replaced a
+/// value), and the version it stored, as the store named it.
+#[derive(Debug, Clone)]
+pub struct Put {
+    pub created: bool,
+    pub version: crate::store::Version,
 }
 
 impl Service {
@@ -352,7 +360,7 @@ impl Service {
         value: Bytes,
         preconditions: &Preconditions,
         may_replace: bool,
-    ) -> Result<bool> {
+    ) -> Result<Put> {
         let node = match self.check_documents {
             true => check_document(key, &value)?,
             false => None,
@@ -403,9 +411,15 @@ impl Service {
             })
             .await;
         self.changed_key(key).await;
-        result?;
+        let version = match result? {
+            Outcome::Stored(version) => version,
+            Outcome::Deleted => Default::default(),
+        };
         self.notify(Change::new(key, ChangeKind::Key));
-        Ok(created.into_inner())
+        Ok(Put {
+            created: created.into_inner(),
+            version,
+        })
     }
 
     /// Refuse a node document beside another one of the node (a `.zgroup`

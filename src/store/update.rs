@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use tokio::sync::{Mutex, OwnedMutexGuard};
 
-use super::{PutCondition, Store, StoreError, StoreKey, Versioned};
+use super::{PutCondition, Store, StoreError, StoreKey, Version, Versioned};
 
 /// Striped in-process locks: one async mutex per stripe of keys.
 #[derive(Debug)]
@@ -89,9 +89,10 @@ pub struct Replacement {
 }
 
 /// What an update did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
-    Stored,
+    /// Stored, as this version (what its writer may name in `If-Match`).
+    Stored(Version),
     Deleted,
 }
 
@@ -340,7 +341,7 @@ impl Updater {
         let named = key.to_string();
         let write = tokio::spawn(async move {
             let done = match change {
-                Change::Put(bytes) => store.put(&key, bytes).await.map(|_| Outcome::Stored),
+                Change::Put(bytes) => store.put(&key, bytes).await.map(Outcome::Stored),
                 Change::Delete => store.delete(&key).await.map(|_| Outcome::Deleted),
             };
             drop(held);
@@ -401,8 +402,8 @@ impl Updater {
         for attempt in 0..=self.max_retries {
             if blind {
                 let next = update(None).await?;
-                store.put(key, Bytes::from(next.bytes)).await?;
-                return Ok(Outcome::Stored);
+                let version = store.put(key, Bytes::from(next.bytes)).await?;
+                return Ok(Outcome::Stored(version));
             }
             let current = store.get_versioned(key).await?;
             let condition = match &current {
@@ -414,7 +415,7 @@ impl Updater {
                 .put_with(key, Bytes::from(next.bytes), condition)
                 .await
             {
-                Ok(_) => return Ok(Outcome::Stored),
+                Ok(version) => return Ok(Outcome::Stored(version)),
                 Err(StoreError::Precondition { .. } | StoreError::AlreadyExists { .. })
                     if attempt < self.max_retries =>
                 {

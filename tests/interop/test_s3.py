@@ -218,6 +218,13 @@ def test_signed_requests_need_the_mapped_secret(signed_server):
     url = good.generate_presigned_url("get_object", Params={"Bucket": "zarr", "Key": key}, ExpiresIn=60)
     with urllib.request.urlopen(url) as r:
         assert r.read() == open(os.path.join(ROOT, key), "rb").read()
+    # A download link: the signed response-* parameters set the answer's headers.
+    url = good.generate_presigned_url("get_object", ExpiresIn=60, Params={
+        "Bucket": "zarr", "Key": key, "ResponseContentType": "text/plain",
+        "ResponseContentDisposition": 'attachment; filename="zarr.json"'})
+    with urllib.request.urlopen(url) as r:
+        assert r.headers["Content-Type"] == "text/plain"
+        assert r.headers["Content-Disposition"] == 'attachment; filename="zarr.json"'
     wrong = client(signed_server, config=signed, aws_access_key_id=ACCESS_KEY, aws_secret_access_key="x" * 30)
     with pytest.raises(ClientError) as e:
         wrong.get_object(Bucket="zarr", Key=key)

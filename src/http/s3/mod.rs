@@ -187,7 +187,7 @@ pub async fn get_object(
     request: Request,
 ) -> ApiResult<Response> {
     let key = object_key(&bucket, &key, request.uri().query())?;
-    let overrides = overrides(request.uri().query())?;
+    let overrides = overrides(&request)?;
     let response = super::raw::get_value(&state, &key, request.headers()).await?;
     Ok(with_overrides(
         state.cache_control.apply(&key, response),
@@ -202,7 +202,7 @@ pub async fn head_object(
     request: Request,
 ) -> ApiResult<Response> {
     let key = object_key(&bucket, &key, request.uri().query())?;
-    let overrides = overrides(request.uri().query())?;
+    let overrides = overrides(&request)?;
     let response = super::raw::head_value(&state, &key, request.headers()).await?;
     Ok(with_overrides(
         state.cache_control.apply(&key, response),
@@ -222,20 +222,34 @@ const OVERRIDES: [(&str, header::HeaderName); 6] = [
 ];
 
 /// The headers a request's `response-*` parameters set; a value no header
-/// can carry is refused, naming the parameter.
-fn overrides(query: Option<&str>) -> ApiResult<Vec<(header::HeaderName, HeaderValue)>> {
+/// can carry is refused, naming the parameter. As S3 does, only requests
+/// that authenticate (signed, or with a bearer token) may set them: an
+/// anonymous link could otherwise serve any stored bytes as a page of
+/// this origin.
+fn overrides(request: &Request) -> ApiResult<Vec<(header::HeaderName, HeaderValue)>> {
     let mut set = Vec::new();
-    for (k, v) in query_pairs(query) {
+    for (k, v) in query_pairs(request.uri().query()) {
         let Some((_, name)) = OVERRIDES.iter().find(|(p, _)| *p == k) else {
             continue;
         };
-        let value = HeaderValue::from_str(&v).map_err(|_| {
-            ApiError::bad_request(
-                "bad_parameter",
-                format!("{k} must be a header value: visible ASCII, spaces and tabs"),
-            )
-        })?;
+        let value = HeaderValue::from_str(&v)
+            .ok()
+            .filter(|v| v.to_str().is_ok())
+            .ok_or_else(|| {
+                ApiError::bad_request(
+                    "bad_parameter",
+                    format!("{k} must be a header value: visible ASCII, spaces and tabs"),
+                )
+            })?;
         set.push((name.clone(), value));
+    }
+    let authenticated = request.headers().contains_key(header::AUTHORIZATION)
+        || signed_parts(request.method(), request.uri(), request.headers()).is_signed();
+    if !set.is_empty() && !authenticated {
+        return Err(ApiError::bad_request(
+            "anonymous_overrides",
+            "response-* parameters cannot be used in anonymous requests (sign the request or send a token)",
+        ));
     }
     Ok(set)
 }
@@ -276,6 +290,7 @@ pub async fn other_method(request: Request) -> Response {
 fn s3_code(status: StatusCode, code: &str) -> &'static str {
     match (status.as_u16(), code) {
         (_, "no_such_bucket") => "NoSuchBucket",
+        (_, "anonymous_overrides") => "InvalidRequest",
         (_, "signature_does_not_match") => "SignatureDoesNotMatch",
         (_, "request_time_too_skewed") => "RequestTimeTooSkewed",
         (_, "invalid_access_key_id") => "InvalidAccessKeyId",

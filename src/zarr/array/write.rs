@@ -421,7 +421,7 @@ impl Array {
 impl From<Outcome> for WriteStats {
     fn from(outcome: Outcome) -> Self {
         match outcome {
-            Outcome::Stored => WriteStats {
+            Outcome::Stored(_) => WriteStats {
                 chunks_written: 1,
                 chunks_deleted: 0,
             },

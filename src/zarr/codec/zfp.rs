@@ -81,6 +81,8 @@ extern "C" {
     fn zfp_write_header(zfp: *mut ZfpStream, field: *const ZfpField, mask: c_uint) -> usize;
     fn zfp_read_header(zfp: *mut ZfpStream, field: *mut ZfpField, mask: c_uint) -> usize;
     fn zfp_compress(zfp: *mut ZfpStream, field: *const ZfpField) -> usize;
+    #[cfg(test)]
+    fn zfp_stream_flush(zfp: *mut ZfpStream) -> usize;
     fn zfp_decompress(zfp: *mut ZfpStream, field: *mut ZfpField) -> usize;
 }
 
@@ -168,10 +170,18 @@ impl Zfpy {
         };
         let (tolerance, rate, precision) =
             (number("tolerance")?, number("rate")?, number("precision")?);
+        // Past 64 bits a value, a rate or precision only pads blocks (and
+        // ZFP would size its buffer by it).
+        if rate > 64.0 {
+            return Err(err(format!("rate {rate} is more than 64 bits a value")));
+        }
+        if precision > 64.0 {
+            return Err(err(format!("precision {precision} is more than 64 bits")));
+        }
         let mode = match config.get("mode").and_then(Value::as_u64).unwrap_or(4) {
             // What numcodecs passes zfpy for each mode.
             2 if rate >= 0.0 => Mode::Rate(rate),
-            3 if precision >= 0.0 => Mode::Precision(precision.min(64.0) as u32),
+            3 if precision >= 0.0 => Mode::Precision(precision as u32),
             4 if tolerance >= 0.0 => Mode::Accuracy(tolerance),
             2..=5 => Mode::Reversible,
             other => return Err(err(format!("mode {other} is not 2, 3, 4 or 5"))),
@@ -225,8 +235,15 @@ fn encode_typed<T: Le>(codec: &Zfpy, bytes: &[u8], repr: &ChunkRepr) -> Result<V
             Mode::Reversible => zfp_stream_set_reversible(session.zfp),
         }
         let capacity = zfp_stream_maximum_size(session.zfp, session.field);
-        let mut out = vec![0u8; capacity];
-        session.bits = stream_open(out.as_mut_ptr().cast(), out.len());
+        let limit = repr.nbytes().unwrap_or(0).saturating_mul(2) + (1 << 16);
+        if capacity > limit {
+            return Err(err(format!(
+                "this configuration may take {capacity} bytes for a chunk of {} bytes",
+                repr.nbytes().unwrap_or(0)
+            )));
+        }
+        let mut out = vec![0u64; capacity.div_ceil(8)];
+        session.bits = stream_open(out.as_mut_ptr().cast(), out.len() * 8);
         if session.bits.is_null() {
             return Err(err("could not open a bit stream"));
         }
@@ -236,35 +253,43 @@ fn encode_typed<T: Le>(codec: &Zfpy, bytes: &[u8], repr: &ChunkRepr) -> Result<V
             return Err(err("could not write the header"));
         }
         let size = zfp_compress(session.zfp, session.field);
-        if size == 0 {
+        if size == 0 || size > out.len() * 8 {
             return Err(err("compression failed"));
         }
-        out.truncate(size);
-        Ok(out)
+        let mut bytes: Vec<u8> = out.iter().flat_map(|w| w.to_le_bytes()).collect();
+        bytes.truncate(size);
+        Ok(bytes)
     }
 }
 
-/// Bytes read before the header is known: ZFP's full header is at most
-/// 160 bits, and ZFP reads its stream a 64-bit word at a time.
-const HEADER_READ: usize = 64;
+/// A stream's bytes as the 64-bit words ZFP reads and writes, aligned for
+/// them, zero-padded to a whole word.
+fn words_of(bytes: &[u8]) -> Vec<u64> {
+    let mut words = vec![0u64; bytes.len().div_ceil(8)];
+    for (word, chunk) in words.iter_mut().zip(bytes.chunks(8)) {
+        let mut eight = [0u8; 8];
+        eight[..chunk.len()].copy_from_slice(chunk);
+        *word = u64::from_le_bytes(eight);
+    }
+    words
+}
 
 fn decode_typed<T: Le>(bytes: &[u8], repr: &ChunkRepr) -> Result<Vec<u8>> {
     let kind = zfp_type(&repr.dtype)?;
     let n = repr.num_elements();
-    // ZFP reads its stream without bounds checks: the buffer it reads is
-    // padded past what a stream of this field and mode can take, so a
-    // truncated or hostile stream reads zeros, never beyond it.
-    let mut input = bytes.to_vec();
-    input.resize(input.len().max(HEADER_READ), 0);
+    // This copy of ZFP reads a word past the end of its stream as zero
+    // (vendor/zfp/PATCHES.md): a truncated or hostile stream decodes to
+    // garbage or fails, and never reads beyond `input`.
+    let mut input = words_of(bytes);
     let mut values = vec![T::default(); n];
-    // SAFETY: the stream reads `input` and the field writes `values`, both
-    // alive until the session is dropped; the field is checked against the
-    // chunk (type, dimensions, sizes) before decompressing into `values`,
-    // which holds exactly the chunk's elements, and `input` is padded to
-    // ZFP's bound for such a field before ZFP reads past the header.
+    // SAFETY: the stream reads `input` (its length in bytes given) and the
+    // field writes `values`, both alive until the session is dropped at
+    // the end of this block; the field is checked against the chunk (type,
+    // dimensions, sizes) before decompressing into `values`, which holds
+    // exactly the chunk's elements.
     unsafe {
         let mut session = Session {
-            bits: stream_open(input.as_mut_ptr().cast(), input.len()),
+            bits: stream_open(input.as_mut_ptr().cast(), input.len() * 8),
             zfp: std::ptr::null_mut(),
             field: zfp_field_alloc(),
         };
@@ -290,26 +315,6 @@ fn decode_typed<T: Le>(bytes: &[u8], repr: &ChunkRepr) -> Result<Vec<u8>> {
                 repr.shape,
                 repr.dtype.name()
             )));
-        }
-        let bound = zfp_stream_maximum_size(session.zfp, session.field);
-        if input.len() < bound + HEADER_READ {
-            // Padding moves the buffer: read the header again from the new one.
-            drop(session);
-            input.resize(bound + HEADER_READ, 0);
-            session = Session {
-                bits: stream_open(input.as_mut_ptr().cast(), input.len()),
-                zfp: std::ptr::null_mut(),
-                field: zfp_field_alloc(),
-            };
-            if session.bits.is_null() || session.field.is_null() {
-                return Err(err("could not set up a stream"));
-            }
-            session.zfp = zfp_stream_open(session.bits);
-            if session.zfp.is_null()
-                || zfp_read_header(session.zfp, session.field, ZFP_HEADER_FULL) == 0
-            {
-                return Err(err("the chunk does not start with a ZFP header"));
-            }
         }
         zfp_field_set_pointer(session.field, values.as_mut_ptr().cast());
         if zfp_decompress(session.zfp, session.field) == 0 {
@@ -378,6 +383,68 @@ mod tests {
         for (a, b) in values.iter().zip(&decoded) {
             assert!((a - b).abs() <= 0.01, "{a} {b}");
         }
+    }
+
+    extern "C" {
+        fn zfp_stream_set_params(
+            zfp: *mut ZfpStream,
+            minbits: c_uint,
+            maxbits: c_uint,
+            maxprec: c_uint,
+            minexp: c_int,
+        ) -> c_int;
+    }
+
+    /// A header whose `maxbits` is below a float block's overhead (ZFP's
+    /// budget then wraps around), then bytes that say "nonzero block" for
+    /// ever: without the bound on reads, decoding it read past the buffer
+    /// and returned whatever lay there, different on every read.
+    #[test]
+    fn a_header_that_unbounds_the_decoder_reads_zeros_past_its_stream() {
+        let r = repr(DataType::Float32, vec![4096]);
+        let mut words = vec![u64::MAX; 64];
+        let header_bits = unsafe {
+            let bits = stream_open(words.as_mut_ptr().cast(), words.len() * 8);
+            let zfp = zfp_stream_open(bits);
+            let field = zfp_field_1d(std::ptr::null_mut(), ZFP_TYPE_FLOAT, 4096);
+            zfp_stream_set_params(zfp, 1, 1, 32, -149);
+            zfp_stream_rewind(zfp);
+            let n = zfp_write_header(zfp, field, ZFP_HEADER_FULL);
+            // The header's last word is flushed as written.
+            super::zfp_stream_flush(zfp);
+            zfp_field_free(field);
+            zfp_stream_close(zfp);
+            stream_close(bits);
+            n
+        };
+        assert!(header_bits > 0);
+        let stream: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        let codec = Zfpy::new(&json!({"mode": 5}), &r).unwrap();
+        let first = codec
+            .decode(stream.clone(), &r)
+            .map(|a| a.into_fixed().unwrap());
+        for _ in 0..8 {
+            let again = codec
+                .decode(stream.clone(), &r)
+                .map(|a| a.into_fixed().unwrap());
+            assert_eq!(again.is_ok(), first.is_ok());
+            if let (Ok(a), Ok(b)) = (&again, &first) {
+                assert!(
+                    a == b,
+                    "the same bytes decoded differently: memory past the stream was read"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn rates_and_precisions_past_64_bits_are_refused() {
+        let r = repr(DataType::Int32, vec![16]);
+        assert!(Zfpy::new(&json!({"mode": 2, "rate": 1e9}), &r).is_err());
+        assert!(Zfpy::new(&json!({"mode": 3, "precision": 65}), &r).is_err());
+        let codec = Zfpy::new(&json!({"mode": 2, "rate": 64}), &r).unwrap();
+        let encoded = codec.encode(ArrayBytes::Fixed(vec![1u8; 64]), &r).unwrap();
+        assert!(encoded.len() <= 64 * 2 + 64);
     }
 
     #[test]

@@ -148,7 +148,11 @@ struct bitstream {
 static bitstream_word
 stream_read_word(bitstream* s)
 {
-  bitstream_word w = *s->ptr++;
+  /* zarrd: a word past the end of the stream reads as zero, so a truncated
+     or hostile stream never reads beyond its buffer (upstream leaves the
+     end "not enforced"); the pointer still advances, keeping positions. */
+  bitstream_word w = s->ptr < s->end ? *s->ptr : 0;
+  s->ptr++;
 #ifdef BIT_STREAM_STRIDED
   if (!((s->ptr - s->begin) & s->mask))
     s->ptr += s->delta;
@@ -160,7 +164,10 @@ stream_read_word(bitstream* s)
 static void
 stream_write_word(bitstream* s, bitstream_word value)
 {
-  *s->ptr++ = value;
+  /* zarrd: nothing is written past the end of the buffer. */
+  if (s->ptr < s->end)
+    *s->ptr = value;
+  s->ptr++;
 #ifdef BIT_STREAM_STRIDED
   if (!((s->ptr - s->begin) & s->mask))
     s->ptr += s->delta;
