@@ -8,6 +8,7 @@ HTTPStore)."""
 import itertools
 import os
 import re
+import shutil
 import subprocess
 import tempfile
 
@@ -26,7 +27,7 @@ def _start():
     if not match:
         proc.kill()
         raise RuntimeError("zarrd did not start")
-    _server.update(url=match.group(1), proc=proc)
+    _server.update(url=match.group(1), proc=proc, root=root)
 
 
 def zarrd_store():
@@ -51,6 +52,7 @@ def pytest_unconfigure(config):
     if proc:
         proc.terminate()
         proc.wait(timeout=10)
+        shutil.rmtree(_server["root"], ignore_errors=True)
 
 
 @pytest.hookimpl(tryfirst=True)
