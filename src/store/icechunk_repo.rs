@@ -452,7 +452,9 @@ impl Repo {
             location: location.clone(),
             last_modified: written,
             size,
-            e_tag: Some(hex::encode(&h.finalize()[..16])),
+            // 40 hex digits, not 32: S3 tools check a 32-hex ETag as the
+            // MD5 of the bytes, and this names the snapshot and key.
+            e_tag: Some(hex::encode(&h.finalize()[..20])),
             version: pinned.then(|| format!("{PINNED}{id}")),
         }
     }

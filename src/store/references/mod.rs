@@ -161,13 +161,16 @@ fn target_version(target: &ObjectMeta) -> Vec<u8> {
 }
 
 /// A validator that changes when the reference or its target does.
+/// 40 hex digits: S3 tools (rclone, mc, s3cmd) take a 32-hex ETag for
+/// the MD5 of the bytes and check it, and this is a digest of what names
+/// the bytes, not of the bytes.
 fn etag(parts: &[&[u8]]) -> String {
     let mut h = Sha256::new();
     for p in parts {
         h.update((p.len() as u64).to_le_bytes());
         h.update(p);
     }
-    hex::encode(&h.finalize()[..16])
+    hex::encode(&h.finalize()[..20])
 }
 
 impl References {
