@@ -67,6 +67,7 @@ fn every_bytes_to_bytes_codec_conforms() {
         json!({"name": "numcodecs.adler32"}),
         json!({"name": "numcodecs.fletcher32"}),
         json!({"name": "numcodecs.crc32c"}),
+        json!({"name": "numcodecs.jenkins_lookup3", "configuration": {"initval": 5, "prefix": [1, 2]}}),
     ] {
         conforms(json!([bytes, codec]), &r, sample(&r));
     }
@@ -123,6 +124,36 @@ fn every_array_codec_conforms() {
         &text,
         labels,
     );
+    // The numeric serializers: pcodec on every type it takes, zfpy
+    // reversible (lossless) on every type and rank it takes.
+    for (shape, dtype) in [
+        (vec![40], DataType::Int16),
+        (vec![7, 9], DataType::UInt32),
+        (vec![3, 4, 5], DataType::Int64),
+        (vec![33], DataType::Float16),
+        (vec![6, 5], DataType::Float32),
+        (vec![10], DataType::Float64),
+    ] {
+        let r = repr(shape, dtype);
+        conforms(
+            json!([{"name": "numcodecs.pcodec", "configuration": {"level": 4, "delta_spec": "try_consecutive", "delta_encoding_order": 1}}]),
+            &r,
+            sample(&r),
+        );
+    }
+    for (shape, dtype) in [
+        (vec![13], DataType::Int32),
+        (vec![5, 7], DataType::Int64),
+        (vec![3, 4, 5], DataType::Float32),
+        (vec![2, 3, 4, 5], DataType::Float64),
+    ] {
+        let r = repr(shape, dtype);
+        conforms(
+            json!([{"name": "numcodecs.zfpy", "configuration": {"mode": 4, "tolerance": -1}}, {"name": "crc32c"}]),
+            &r,
+            sample(&r),
+        );
+    }
     // bitround keeping every mantissa bit is lossless.
     let f4 = repr(vec![5], DataType::Float32);
     let exact = ArrayBytes::Fixed(
