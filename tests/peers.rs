@@ -338,6 +338,15 @@ async fn arrays_of_codecs_zarrd_lacks_are_stored_and_served_raw() {
         message.contains("someone.elses.codec") && message.contains("x/zarr.json"),
         "{message}"
     );
+    // Its metadata is described, with why its data is not.
+    let (s, _, body) = call(&app, Method::GET, "/api/v1/meta/x", &[], "").await;
+    assert_eq!(s, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+    let meta: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(meta["shape"], json!([4]));
+    assert!(meta["undecodable"]
+        .as_str()
+        .unwrap()
+        .contains("someone.elses.codec"));
     // The rest of the hierarchy is unharmed.
     let (s, _, body) = call(&app, Method::GET, "/api/v1/tree", &[], "").await;
     assert_eq!(s, StatusCode::OK);

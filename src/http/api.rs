@@ -167,9 +167,17 @@ pub async fn meta(
                 out.insert("multiscales".into(), json!([image_json(&image)]));
             }
         }
-        NodeMetadata::Array(_) => {
+        NodeMetadata::Array(meta) => {
             if let Some(array) = &cached.array {
                 array_details(&state, array, &mut out).await?;
+            }
+            // What the document says of an array whose data zarrd cannot
+            // decode, and why.
+            if let Some(why) = &cached.undecodable {
+                out.insert("shape".into(), json!(meta.shape));
+                out.insert("chunks".into(), json!(meta.chunk_shape));
+                out.insert("dtype".into(), json!(meta.dtype.label()));
+                out.insert("undecodable".into(), json!(why.to_string()));
             }
             // The image is its parent group's: described only to callers
             // that may read it (a token limited to this level may not).

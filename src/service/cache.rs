@@ -108,15 +108,27 @@ impl Entry {
 pub struct Node {
     pub meta: NodeMetadata,
     pub array: Option<Array>,
+    /// Why an array's data cannot be read: a codec zarrd does not
+    /// implement. Its metadata is still the node's (described, listed,
+    /// consolidated); only its data is refused.
+    pub undecodable: Option<Arc<ZarrError>>,
 }
 
 impl Node {
     fn bind(hierarchy: &Hierarchy, path: &StoreKey, meta: NodeMetadata) -> Result<Self> {
-        let array = match &meta {
-            NodeMetadata::Array(m) => Some(hierarchy.bind(path, (**m).clone())?),
-            NodeMetadata::Group(_) => None,
+        let (array, undecodable) = match &meta {
+            NodeMetadata::Array(m) => match hierarchy.bind(path, (**m).clone()) {
+                Ok(array) => (Some(array), None),
+                Err(e @ ZarrError::UnsupportedCodec { .. }) => (None, Some(Arc::new(e))),
+                Err(e) => return Err(e),
+            },
+            NodeMetadata::Group(_) => (None, None),
         };
-        Ok(Node { meta, array })
+        Ok(Node {
+            meta,
+            array,
+            undecodable,
+        })
     }
 }
 

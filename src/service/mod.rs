@@ -154,6 +154,9 @@ impl Service {
     /// The array at `path`, with its codec chain, from the node cache.
     pub async fn array(&self, path: &StoreKey) -> Result<Array> {
         let node = self.node(path).await?;
+        if let Some(why) = &node.undecodable {
+            return Err(why.shared_copy().into());
+        }
         node.array.clone().ok_or_else(|| {
             ServiceError::invalid(
                 "not_an_array",

@@ -136,6 +136,7 @@ impl Service {
                 node: Ok(Node {
                     meta: root.meta.clone(),
                     array: root.array.clone(),
+                    undecodable: root.undecodable.clone(),
                 }),
             });
             last = Some(path.to_string());
@@ -228,7 +229,11 @@ impl Service {
                     .and_then(|k| self.hierarchy.bind(&k, (**m).clone()).ok()),
                 NodeMetadata::Group(_) => None,
             };
-            Node { meta, array }
+            Node {
+                meta,
+                array,
+                undecodable: None,
+            }
         });
         TreeNode { path, node }
     }
