@@ -202,10 +202,14 @@ fn handler(path: &str) -> MethodRouter<AppState> {
         "/s3" | "/s3/" => get(s3::list_buckets),
         "/s3/{bucket}" | "/s3/{bucket}/" => get(s3::get_bucket)
             .head(s3::head_bucket)
-            .fallback(s3::other_method),
+            .put(s3::not_served)
+            .post(s3::not_served)
+            .delete(s3::not_served),
         "/s3/{bucket}/{key}" => get(s3::get_object)
             .head(s3::head_object)
-            .fallback(s3::other_method),
+            .put(s3::not_served)
+            .post(s3::not_served)
+            .delete(s3::not_served),
         "/" => get(viewer::page),
         "/view/{path}" => get(viewer::view),
         "/viewer/settings.json" => get(viewer::settings),

@@ -267,13 +267,11 @@ async fn folder_redirect(
         Ok(key) if !key.is_root() && !raw.ends_with('/') => key,
         _ => return Err(missing),
     };
-    if state
-        .store
-        .list_level_page(&folder, None, 1)
-        .await?
-        .is_empty()
-    {
-        return Err(missing);
+    // The key's own answer stands when the listing cannot be had (a
+    // backend that lists no such folder, or not at all).
+    match state.store.list_level_page(&folder, None, 1).await {
+        Ok(page) if !page.is_empty() => {}
+        _ => return Err(missing),
     }
     Ok(to_folder(uri))
 }

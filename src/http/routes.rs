@@ -53,6 +53,14 @@ const WRITE: Access = Access::Needs(Scope::Write);
 const ADMIN: Access = Access::Needs(Scope::Admin);
 const PUBLIC: Access = Access::Public;
 
+const S3_BUCKET: &[(&str, Access)] = &[
+    ("get", READ),
+    ("head", READ),
+    ("put", READ),
+    ("post", READ),
+    ("delete", READ),
+];
+
 /// Every route.
 pub static ROUTES: &[Route] = &[
     // Redirected to `/zarr/`, as a folder without its slash is.
@@ -170,19 +178,28 @@ pub static ROUTES: &[Route] = &[
         methods: &[("get", READ)],
         resource: Resource::Server,
     },
+    // S3's writes (CreateBucket, DeleteBucket, DeleteObjects, PutObject,
+    // DeleteObject, uploads) are routed to be answered NotImplemented, as
+    // S3 answers an operation it lacks: the view is read-only.
     Route {
         path: "/s3/{bucket}",
-        methods: &[("get", READ), ("head", READ)],
+        methods: S3_BUCKET,
         resource: Resource::ListPrefix,
     },
     Route {
         path: "/s3/{bucket}/",
-        methods: &[("get", READ), ("head", READ)],
+        methods: S3_BUCKET,
         resource: Resource::ListPrefix,
     },
     Route {
         path: "/s3/{bucket}/{key}",
-        methods: &[("get", READ), ("head", READ)],
+        methods: &[
+            ("get", READ),
+            ("head", READ),
+            ("put", READ),
+            ("post", READ),
+            ("delete", READ),
+        ],
         resource: Resource::Object,
     },
     Route {

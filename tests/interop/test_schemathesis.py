@@ -12,6 +12,10 @@ from conftest import start_zarrd, stop
 OPENAPI = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", "openapi.yaml"))
 
 
+S3_NOT_SERVED = ["s3CreateBucket", "s3DeleteObjects", "s3DeleteBucket", "s3SlashCreateBucket",
+                 "s3SlashDeleteObjects", "s3SlashDeleteBucket", "s3PutObject", "s3Uploads", "s3DeleteObject"]
+
+
 def test_schemathesis_finds_nothing():
     url, proc = start_zarrd("--demo")
     try:
@@ -25,7 +29,9 @@ def test_schemathesis_finds_nothing():
              # A fixed seed makes a failure reproducible from the CI log alone.
              "--max-time", "60", "--workers", "1", "--seed", "20261122", "--warnings", "off",
              # Watches stream for as long as the client stays (test_watch.py reads them).
-             "--exclude-operation-id", "watch", "--exclude-operation-id", "watchRoot"],
+             "--exclude-operation-id", "watch", "--exclude-operation-id", "watchRoot",
+             # S3's writes are answered 501 NotImplemented by design (a read-only view).
+             *[arg for op in S3_NOT_SERVED for arg in ("--exclude-operation-id", op)]],
             capture_output=True, text=True, timeout=300,
             # schemathesis keeps a cache in its working directory; keep it out of the repository.
             cwd=tempfile.gettempdir(),

@@ -37,6 +37,18 @@ def server(tmp_path_factory):
     stop(proc)
 
 
+@pytest.fixture(scope="module", autouse=True)
+def own_http_file_system():
+    """fsspec keeps one HTTP file system per set of arguments, with the
+    aiohttp session of the event loop that made it: one another test module
+    made would be handed to this suite's stores, on this suite's loop."""
+    from fsspec.implementations.http import HTTPFileSystem
+
+    HTTPFileSystem.clear_instance_cache()
+    yield
+    HTTPFileSystem.clear_instance_cache()
+
+
 def fresh_folder(server):
     return f"{server}/zarr/suite-{os.getpid()}-{next(SERIAL)}"
 

@@ -265,25 +265,17 @@ fn with_overrides(mut response: Response, set: Vec<(header::HeaderName, HeaderVa
     response
 }
 
-/// Any other method on a bucket or object: writes are S3 operations that
-/// are not served here (`NotImplemented`, as S3 answers an operation it
-/// lacks; write through `/zarr/{key}`), other methods 405.
-pub async fn other_method(request: Request) -> Response {
-    if matches!(
-        *request.method(),
-        Method::PUT | Method::DELETE | Method::POST
-    ) {
-        return ApiError::new(
-            StatusCode::NOT_IMPLEMENTED,
-            "not_implemented",
-            format!(
-                "{} is not served through /s3, a read-only view of the hierarchy: write through /zarr/{{key}}",
-                request.method()
-            ),
-        )
-        .into_response();
-    }
-    super::method_not_allowed(request).await.into_response()
+/// Writes to a bucket or object: S3 operations this read-only view does
+/// not serve (`NotImplemented`, as S3 answers an operation it lacks).
+pub async fn not_served(request: Request) -> ApiError {
+    ApiError::new(
+        StatusCode::NOT_IMPLEMENTED,
+        "not_implemented",
+        format!(
+            "{} is not served through /s3, a read-only view of the hierarchy: write through /zarr/{{key}}",
+            request.method()
+        ),
+    )
 }
 
 /// S3's code for one of the server's errors.
