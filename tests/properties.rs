@@ -39,7 +39,7 @@ fn v2_seed() -> Value {
 fn random_value(seed: u64) -> Value {
     match seed % 9 {
         0 => Value::Null,
-        1 => json!(seed % 3 == 0),
+        1 => json!(seed.is_multiple_of(3)),
         2 => json!(seed as i64 - (1 << 40)),
         3 => json!(-(seed as f64) / 7.0),
         4 => json!(["x", 1, null]),

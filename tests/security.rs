@@ -1082,7 +1082,7 @@ async fn smaller_findings() {
     call(&app, Method::PUT, "/api/v1/meta/s", &[], spec).await;
     let mut npy = b"\x93NUMPY\x01\x00".to_vec();
     let mut header = "{'descr': '<U1', 'fortran_order': False, 'shape': (1,), }".to_string();
-    while (10 + header.len() + 1) % 64 != 0 {
+    while !(10 + header.len() + 1).is_multiple_of(64) {
         header.push(' ');
     }
     header.push('\n');

@@ -53,7 +53,7 @@ fn raw(body: &[u8], dtype: &DataType) -> ApiResult<Incoming> {
             ),
         )
     })?;
-    if size == 0 || body.len() % size != 0 {
+    if size == 0 || !body.len().is_multiple_of(size) {
         return Err(unprocessable(format!(
             "a raw body of {} bytes is not a whole number of {size}-byte {} elements",
             body.len(),

@@ -309,7 +309,7 @@ impl Service {
                     .map(|(_, &n)| n)
                     .product();
                 let n = incoming.data.len(array.elem_size().max(1)) as u64;
-                if slice == 0 || n % slice != 0 {
+                if slice == 0 || !n.is_multiple_of(slice) {
                     return Err(ServiceError::unprocessable(
                         "shape_mismatch",
                         format!("{n} elements are not whole slices of {slice} along axis {axis}"),

@@ -536,7 +536,7 @@ impl DataType {
             }
             raw if raw.starts_with('r') && raw[1..].parse::<usize>().is_ok() => {
                 let bits: usize = raw[1..].parse().unwrap_or(0);
-                if bits == 0 || bits % 8 != 0 {
+                if bits == 0 || !bits.is_multiple_of(8) {
                     return Err(type_err(format!(
                         "raw type '{raw}' must have a positive multiple of 8 bits"
                     )));

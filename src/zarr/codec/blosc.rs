@@ -329,9 +329,9 @@ impl BytesToBytesCodec for BloscCodec {
             || nbytes == 0
             || typesize == 0
             || flags & RESERVED != 0
-            || (!memcpyed && blocksize % typesize != 0)
-            || range.start % typesize != 0
-            || range.end % typesize != 0
+            || (!memcpyed && !blocksize.is_multiple_of(typesize))
+            || !range.start.is_multiple_of(typesize)
+            || !range.end.is_multiple_of(typesize)
         {
             return None;
         }
