@@ -7,18 +7,11 @@
 mod common;
 
 use axum::http::{Method, StatusCode};
-use common::call;
+use common::{call, put};
 use serde_json::{json, Value};
 use zarrd::config::Config;
 use zarrd::http::{router, App, AppState};
-use zarrd::store::{Store, StoreKey};
-
-async fn put(store: &Store, key: &str, value: impl Into<bytes::Bytes>) {
-    store
-        .put(&StoreKey::new(key).unwrap(), value.into())
-        .await
-        .unwrap();
-}
+use zarrd::store::Store;
 
 /// A v2 group `g` with an array `g/a` (two chunks) and a value `top`.
 async fn fixture(config: Config) -> (Store, App) {

@@ -200,16 +200,10 @@ fn handler(path: &str) -> MethodRouter<AppState> {
         "/api/v1/watch" => get(watch::watch_root),
         "/api/v1/watch/{path}" => get(watch::watch),
         "/s3" | "/s3/" => get(s3::list_buckets),
-        "/s3/{bucket}" | "/s3/{bucket}/" => get(s3::get_bucket)
-            .head(s3::head_bucket)
-            .put(s3::not_served)
-            .post(s3::not_served)
-            .delete(s3::not_served),
-        "/s3/{bucket}/{key}" => get(s3::get_object)
-            .head(s3::head_object)
-            .put(s3::not_served)
-            .post(s3::not_served)
-            .delete(s3::not_served),
+        "/s3/{bucket}" | "/s3/{bucket}/" => {
+            s3::with_writes_refused(get(s3::get_bucket).head(s3::head_bucket))
+        }
+        "/s3/{bucket}/{key}" => s3::with_writes_refused(get(s3::get_object).head(s3::head_object)),
         "/" => get(viewer::page),
         "/view/{path}" => get(viewer::view),
         "/viewer/settings.json" => get(viewer::settings),

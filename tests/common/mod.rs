@@ -28,3 +28,12 @@ pub async fn call(
         .to_vec();
     (status, headers, body)
 }
+
+/// Store `value` at `key` directly, bypassing the server.
+#[allow(dead_code)]
+pub async fn put(store: &zarrd::store::Store, key: &str, value: impl Into<bytes::Bytes>) {
+    store
+        .put(&zarrd::store::StoreKey::new(key).unwrap(), value.into())
+        .await
+        .unwrap();
+}

@@ -265,9 +265,17 @@ fn with_overrides(mut response: Response, set: Vec<(header::HeaderName, HeaderVa
     response
 }
 
+/// A bucket's or object's reads, with its writes (PUT, POST, DELETE)
+/// answered [`not_served`].
+pub fn with_writes_refused(
+    reads: axum::routing::MethodRouter<AppState>,
+) -> axum::routing::MethodRouter<AppState> {
+    reads.put(not_served).post(not_served).delete(not_served)
+}
+
 /// Writes to a bucket or object: S3 operations this read-only view does
 /// not serve (`NotImplemented`, as S3 answers an operation it lacks).
-pub async fn not_served(request: Request) -> ApiError {
+async fn not_served(request: Request) -> ApiError {
     ApiError::new(
         StatusCode::NOT_IMPLEMENTED,
         "not_implemented",
