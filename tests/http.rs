@@ -760,7 +760,7 @@ fn openapi_documents_exactly_the_routes() {
     let mut routed: Vec<(String, Vec<String>)> = ROUTES
         .iter()
         .map(|r| {
-            let mut m: Vec<String> = r.methods.iter().map(|(s, _)| s.to_string()).collect();
+            let mut m: Vec<String> = r.methods.iter().map(|op| op.method.to_string()).collect();
             m.sort();
             (r.path.to_string(), m)
         })
@@ -768,6 +768,62 @@ fn openapi_documents_exactly_the_routes() {
     documented.sort();
     routed.sort();
     assert_eq!(documented, routed);
+}
+
+/// Each output format, its parameters and the colormaps are documented
+/// where clients read them: a new format is its file, its registration
+/// and these lines of `openapi.yaml`.
+#[test]
+fn openapi_documents_every_format_and_its_parameters() {
+    use zarrd::http::output::{image::colormaps, FORMATS};
+    let doc: serde_yaml::Value = serde_yaml::from_str(include_str!("../openapi.yaml")).unwrap();
+    let data = &doc["paths"]["/api/v1/data/{path}"];
+    let strings = |v: &serde_yaml::Value| -> Vec<String> {
+        v.as_sequence()
+            .unwrap_or_else(|| panic!("not a list: {v:?}"))
+            .iter()
+            .map(|s| s.as_str().unwrap().to_string())
+            .collect()
+    };
+    let query: Vec<&serde_yaml::Value> = data["get"]["parameters"]
+        .as_sequence()
+        .unwrap()
+        .iter()
+        .filter(|p| p["in"].as_str() == Some("query"))
+        .collect();
+    let query_param = |name: &str| {
+        query
+            .iter()
+            .find(|p| p["name"].as_str() == Some(name))
+            .unwrap_or_else(|| panic!("GET /api/v1/data does not document {name}"))
+    };
+    let body = &data["post"]["requestBody"]["content"]["application/json"]["schema"]["properties"];
+    let names: Vec<String> = FORMATS.iter().map(|f| f.name().to_string()).collect();
+    assert_eq!(strings(&query_param("format")["schema"]["enum"]), names);
+    assert_eq!(strings(&body["format"]["enum"]), names);
+    let cmaps: Vec<String> = colormaps().map(|(n, _)| n.to_string()).collect();
+    assert_eq!(strings(&query_param("cmap")["schema"]["enum"]), cmaps);
+    assert_eq!(strings(&body["cmap"]["enum"]), cmaps);
+    let mut read_or_format: Vec<String> = ["select", "points", "field", "format", "level"]
+        .iter()
+        .chain(FORMATS.iter().flat_map(|f| f.params()))
+        .map(|s| s.to_string())
+        .collect();
+    read_or_format.sort();
+    let mut in_query: Vec<String> = query
+        .iter()
+        .map(|p| p["name"].as_str().unwrap().to_string())
+        .collect();
+    in_query.sort();
+    let mut in_body: Vec<String> = body
+        .as_mapping()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str().unwrap().to_string())
+        .collect();
+    in_body.sort();
+    assert_eq!(in_query, read_or_format, "the query parameters");
+    assert_eq!(in_body, read_or_format, "the body's properties");
 }
 
 #[tokio::test]

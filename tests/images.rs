@@ -279,6 +279,92 @@ async fn an_image_names_the_range_it_was_drawn_with() {
     assert!(!h.contains_key("x-zarr-vmin"));
 }
 
+/// A format reads its own parameters, from a query or a POST body alike,
+/// and checks them before anything is read; a parameter no format reads
+/// is refused by name.
+#[tokio::test]
+async fn formats_read_their_own_parameters_from_query_and_body() {
+    let app = app(1 << 20).await;
+    let post = |body: Value| {
+        let app = app.clone();
+        async move {
+            let (s, h, b) = call(
+                &app,
+                Method::POST,
+                "/api/v1/data/f",
+                &[("content-type", "application/json")],
+                Body::from(body.to_string()),
+            )
+            .await;
+            let doc: Value = serde_json::from_slice(&b).unwrap_or(Value::Null);
+            (s, h, doc)
+        }
+    };
+    let (s, h, _) = post(json!({"select": "0,:,:", "format": "png", "vmin": 2, "vmax": 9})).await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(h["x-zarr-vmin"], "2");
+    assert_eq!(h["x-zarr-vmax"], "9");
+    let (s, _, doc) = post(json!({"format": "png", "cmap": "rainbow"})).await;
+    assert_eq!(
+        (s, doc["error"]["code"].as_str()),
+        (StatusCode::BAD_REQUEST, Some("bad_cmap"))
+    );
+    let (s, _, doc) = post(json!({"format": "png", "vmin": "low"})).await;
+    assert_eq!(
+        (s, doc["error"]["code"].as_str()),
+        (StatusCode::UNPROCESSABLE_ENTITY, Some("bad_body")),
+        "{doc}"
+    );
+    assert!(
+        doc["error"]["message"].as_str().unwrap().contains("vmin")
+            || doc["error"]["message"].as_str().unwrap().contains("f64"),
+        "{doc}"
+    );
+    for (status, uri_or_body) in [
+        (
+            StatusCode::BAD_REQUEST,
+            Err("/api/v1/data/f?select=0&vmni=2"),
+        ),
+        (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Ok(json!({"select": "0", "vmni": 2})),
+        ),
+    ] {
+        let doc = match uri_or_body {
+            Err(uri) => {
+                let (s, _, b) = call(&app, Method::GET, uri, &[], Body::empty()).await;
+                assert_eq!(s, status);
+                serde_json::from_slice::<Value>(&b).unwrap()
+            }
+            Ok(body) => {
+                let (s, _, doc) = post(body).await;
+                assert_eq!(s, status);
+                doc
+            }
+        };
+        let message = doc["error"]["message"].as_str().unwrap();
+        assert!(
+            message.contains("'vmni'") && message.contains("vmin"),
+            "{message}"
+        );
+    }
+    // Another format's parameters are read by that format only: JSON
+    // answers the values whatever `cmap` says.
+    let (s, _, b) = call(
+        &app,
+        Method::GET,
+        "/api/v1/data/f?select=2,0,0&format=json&cmap=gray",
+        &[],
+        Body::empty(),
+    )
+    .await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(
+        serde_json::from_slice::<Value>(&b).unwrap()["data"],
+        json!(200.0)
+    );
+}
+
 /// A thumbnail: status, headers and, when it is an image, its pixels.
 async fn preview(
     app: &zarrd::http::App,

@@ -9,6 +9,10 @@ use crate::service::{ErrorKind, ServiceError};
 use crate::store::StoreError;
 use crate::zarr::ZarrError;
 
+/// The header that carries a request's id, both ways.
+pub static X_REQUEST_ID: axum::http::HeaderName =
+    axum::http::HeaderName::from_static("x-request-id");
+
 #[derive(Debug, Clone)]
 pub struct ApiError {
     pub status: StatusCode,
@@ -103,7 +107,7 @@ pub async fn request_id_in_errors<Fut>(
 where
     Fut: std::future::Future<Output = Response>,
 {
-    let id = request.headers().get(&super::X_REQUEST_ID).cloned();
+    let id = request.headers().get(&X_REQUEST_ID).cloned();
     let response = next(request).await;
     let json = response
         .headers()

@@ -1,12 +1,17 @@
-//! The route table: every route, who may call each of its methods, and the
-//! store path a request is about. The router, the authorization middleware
-//! and the check of `openapi.yaml` all read this one table, so a new route
-//! cannot be reachable without a scope, or limited tokens refused on it.
+//! The route table: every route, who may call each of its methods, the
+//! handler that answers it, and the store path a request is about. The
+//! router, the authorization middleware and the check of `openapi.yaml`
+//! all read this one table, so a new endpoint is its handler file and one
+//! row, and cannot be reachable without a scope, or limited tokens
+//! refused on it.
 
 use std::sync::LazyLock;
 
+use axum::routing::MethodRouter;
 use percent_encoding::percent_decode_str;
 
+use super::handlers::{api, data, dav, preview, probes, raw, s3, versions, viewer, watch, write};
+use super::state::AppState;
 use crate::auth::Scope;
 
 /// Who may call a method of a route.
@@ -40,11 +45,45 @@ pub enum Resource {
     Page,
 }
 
+/// A method of a route: its name as `openapi.yaml` writes it, who may
+/// call it, and the handler that answers it.
+pub struct Op {
+    pub method: &'static str,
+    pub access: Access,
+    mount: fn(MethodRouter<AppState>) -> MethodRouter<AppState>,
+}
+
+impl std::fmt::Debug for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} ({:?})", self.method, self.access)
+    }
+}
+
+/// `op!(get, READ, raw::get_key)`: the method, its access and its handler.
+/// PROPFIND is no method axum routes by name: its handler answers every
+/// method the route lacks, and checks that it was asked PROPFIND.
+macro_rules! op {
+    (propfind, $access:expr, $handler:expr) => {
+        Op {
+            method: "propfind",
+            access: $access,
+            mount: |r| r.fallback($handler),
+        }
+    };
+    ($method:ident, $access:expr, $handler:expr) => {
+        Op {
+            method: stringify!($method),
+            access: $access,
+            mount: |r| r.$method($handler),
+        }
+    };
+}
+
 #[derive(Debug)]
 pub struct Route {
     /// As `openapi.yaml` writes it.
     pub path: &'static str,
-    pub methods: &'static [(&'static str, Access)],
+    pub methods: &'static [Op],
     pub resource: Resource,
 }
 
@@ -53,12 +92,15 @@ const WRITE: Access = Access::Needs(Scope::Write);
 const ADMIN: Access = Access::Needs(Scope::Admin);
 const PUBLIC: Access = Access::Public;
 
-const S3_BUCKET: &[(&str, Access)] = &[
-    ("get", READ),
-    ("head", READ),
-    ("put", READ),
-    ("post", READ),
-    ("delete", READ),
+/// A bucket's reads. Its writes (CreateBucket, DeleteBucket,
+/// DeleteObjects, uploads) are answered NotImplemented, as S3 answers an
+/// operation it lacks: the view is read-only.
+const S3_BUCKET: &[Op] = &[
+    op!(get, READ, s3::get_bucket),
+    op!(head, READ, s3::head_bucket),
+    op!(put, READ, s3::not_served),
+    op!(post, READ, s3::not_served),
+    op!(delete, READ, s3::not_served),
 ];
 
 /// Every route.
@@ -66,121 +108,130 @@ pub static ROUTES: &[Route] = &[
     // Redirected to `/zarr/`, as a folder without its slash is.
     Route {
         path: "/zarr",
-        methods: &[("get", READ), ("head", READ), ("propfind", READ)],
+        methods: &[
+            op!(get, READ, raw::to_root),
+            op!(head, READ, raw::to_root),
+            op!(propfind, READ, dav::propfind_root),
+        ],
         resource: Resource::Root,
     },
     Route {
         path: "/zarr/",
-        methods: &[("get", READ), ("head", READ), ("propfind", READ)],
+        methods: &[
+            op!(get, READ, raw::list_root),
+            op!(head, READ, raw::list_root),
+            op!(propfind, READ, dav::propfind_root),
+        ],
         resource: Resource::Root,
     },
     Route {
         path: "/zarr/{key}",
         methods: &[
-            ("get", READ),
-            ("head", READ),
-            ("put", WRITE),
-            ("delete", WRITE),
-            // WebDAV's listing (`http/dav.rs`).
-            ("propfind", READ),
+            op!(get, READ, raw::get_key),
+            op!(head, READ, raw::head_key),
+            op!(put, WRITE, write::put_key),
+            op!(delete, WRITE, write::delete_key),
+            // WebDAV's listing (`handlers/dav.rs`).
+            op!(propfind, READ, dav::propfind_key),
         ],
         resource: Resource::Param,
     },
     Route {
         path: "/api/v1/tree",
-        methods: &[("get", READ)],
+        methods: &[op!(get, READ, api::tree_root)],
         resource: Resource::Root,
     },
     Route {
         path: "/api/v1/tree/{path}",
-        methods: &[("get", READ)],
+        methods: &[op!(get, READ, api::tree)],
         resource: Resource::Param,
     },
     Route {
         path: "/api/v1/meta",
-        methods: &[("get", READ)],
+        methods: &[op!(get, READ, api::meta_root)],
         resource: Resource::Root,
     },
     Route {
         path: "/api/v1/meta/{path}",
-        // Deleting a node deletes everything below it.
         methods: &[
-            ("get", READ),
-            ("put", WRITE),
-            ("patch", WRITE),
-            ("delete", ADMIN),
+            op!(get, READ, api::meta),
+            op!(put, WRITE, write::put_meta),
+            op!(patch, WRITE, write::patch_meta),
+            // Deleting a node deletes everything below it.
+            op!(delete, ADMIN, write::delete_meta),
         ],
         resource: Resource::Param,
     },
     Route {
         path: "/api/v1/data/{path}",
-        // POST is a read with its parameters in the body.
-        methods: &[("get", READ), ("post", READ), ("put", WRITE)],
+        methods: &[
+            op!(get, READ, data::data_get),
+            // A read with its parameters in the body.
+            op!(post, READ, data::data_post),
+            op!(put, WRITE, write::put_data),
+        ],
         resource: Resource::Param,
     },
     Route {
         path: "/api/v1/append/{path}",
-        methods: &[("post", WRITE)],
+        methods: &[op!(post, WRITE, write::append)],
         resource: Resource::Param,
     },
     Route {
         path: "/api/v1/preview/{path}",
-        methods: &[("get", READ)],
+        methods: &[op!(get, READ, preview::preview)],
         resource: Resource::Param,
     },
     Route {
         path: "/api/v1/versions/{path}",
-        methods: &[("get", READ)],
+        methods: &[op!(get, READ, versions::versions)],
         resource: Resource::Param,
     },
     Route {
         path: "/api/v1/watch",
-        methods: &[("get", READ)],
+        methods: &[op!(get, READ, watch::watch_root)],
         resource: Resource::Root,
     },
     Route {
         path: "/api/v1/watch/{path}",
-        methods: &[("get", READ)],
+        methods: &[op!(get, READ, watch::watch)],
         resource: Resource::Param,
     },
     Route {
         path: "/api/v1/stats",
-        methods: &[("get", READ)],
+        methods: &[op!(get, READ, api::stats)],
         resource: Resource::Server,
     },
     Route {
         path: "/healthz",
-        methods: &[("get", PUBLIC)],
+        methods: &[op!(get, PUBLIC, probes::healthz)],
         resource: Resource::Server,
     },
     Route {
         path: "/readyz",
-        methods: &[("get", PUBLIC)],
+        methods: &[op!(get, PUBLIC, probes::readyz)],
         resource: Resource::Server,
     },
     Route {
         path: "/openapi.yaml",
-        methods: &[("get", PUBLIC)],
+        methods: &[op!(get, PUBLIC, probes::openapi)],
         resource: Resource::Server,
     },
     Route {
         path: "/metrics",
-        methods: &[("get", PUBLIC)],
+        methods: &[op!(get, PUBLIC, probes::metrics)],
         resource: Resource::Server,
     },
     Route {
         path: "/s3",
-        methods: &[("get", READ)],
+        methods: &[op!(get, READ, s3::list_buckets)],
         resource: Resource::Server,
     },
     Route {
         path: "/s3/",
-        methods: &[("get", READ)],
+        methods: &[op!(get, READ, s3::list_buckets)],
         resource: Resource::Server,
     },
-    // S3's writes (CreateBucket, DeleteBucket, DeleteObjects, PutObject,
-    // DeleteObject, uploads) are routed to be answered NotImplemented, as
-    // S3 answers an operation it lacks: the view is read-only.
     Route {
         path: "/s3/{bucket}",
         methods: S3_BUCKET,
@@ -194,32 +245,33 @@ pub static ROUTES: &[Route] = &[
     Route {
         path: "/s3/{bucket}/{key}",
         methods: &[
-            ("get", READ),
-            ("head", READ),
-            ("put", READ),
-            ("post", READ),
-            ("delete", READ),
+            op!(get, READ, s3::get_object),
+            op!(head, READ, s3::head_object),
+            // PutObject, DeleteObject and uploads: NotImplemented.
+            op!(put, READ, s3::not_served),
+            op!(post, READ, s3::not_served),
+            op!(delete, READ, s3::not_served),
         ],
         resource: Resource::Object,
     },
     Route {
         path: "/",
-        methods: &[("get", PUBLIC)],
+        methods: &[op!(get, PUBLIC, viewer::page)],
         resource: Resource::Page,
     },
     Route {
         path: "/view/{path}",
-        methods: &[("get", PUBLIC)],
+        methods: &[op!(get, PUBLIC, viewer::view)],
         resource: Resource::Page,
     },
     Route {
         path: "/viewer/settings.json",
-        methods: &[("get", PUBLIC)],
+        methods: &[op!(get, PUBLIC, viewer::settings)],
         resource: Resource::Server,
     },
     Route {
         path: "/viewer/{file}",
-        methods: &[("get", PUBLIC)],
+        methods: &[op!(get, PUBLIC, viewer::file)],
         resource: Resource::Page,
     },
 ];
@@ -237,8 +289,15 @@ impl Route {
     pub fn access(&self, method: &str) -> Option<Access> {
         self.methods
             .iter()
-            .find(|(m, _)| *m == method)
-            .map(|(_, a)| *a)
+            .find(|op| op.method == method)
+            .map(|op| op.access)
+    }
+
+    /// The handlers of its methods, for the router.
+    pub fn handler(&self) -> MethodRouter<AppState> {
+        self.methods
+            .iter()
+            .fold(MethodRouter::new(), |router, op| (op.mount)(router))
     }
 
     /// The store path a request (its path and query) is about, decoded as
@@ -313,7 +372,7 @@ mod tests {
     fn every_route_has_a_scope_and_a_resource() {
         for route in ROUTES {
             assert!(!route.methods.is_empty(), "{}", route.path);
-            for (method, access) in route.methods {
+            for Op { method, access, .. } in route.methods {
                 assert!(
                     ["get", "head", "put", "post", "patch", "delete", "propfind"].contains(method),
                     "{} {method}",

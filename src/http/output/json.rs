@@ -10,7 +10,8 @@ use axum::response::Response;
 use base64::Engine;
 use serde_json::{json, Map, Value};
 
-use super::Output;
+use super::{Encode, Output, Params};
+use crate::config::Config;
 use crate::http::error::{ApiError, ApiResult};
 use crate::service::{Content, Data, Residence};
 use crate::zarr::fill::{decode_utf32, element_to_json};
@@ -29,32 +30,36 @@ impl Output for Json {
         // Text of numbers is several times their bytes.
         Residence::InMemory { expansion: 4 }
     }
-    fn encode(&self, data: Data, _: &super::Render) -> ApiResult<Response> {
-        let Content::Whole(values) = &data.content else {
-            return Err(ApiError::new(
-                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
-                "internal",
-                "JSON output was handed streamed data",
-            ));
-        };
-        let mut text = Text {
-            out: Vec::new(),
-            limit: data.limit,
-        };
-        text.out.extend_from_slice(b"{\"shape\":");
-        text.put(&json!(data.shape))?;
-        text.out.extend_from_slice(b",\"dtype\":");
-        text.put(&json!(data.dtype.name()))?;
-        text.out.extend_from_slice(b",\"data\":");
-        write_data(&mut text, values, &data.dtype, &data.shape)?;
-        text.out.push(b'}');
-        let mut response = Response::new(Body::from(text.out));
-        response.headers_mut().insert(
-            header::CONTENT_TYPE,
-            HeaderValue::from_static("application/json"),
-        );
-        Ok(response)
+    fn encoder(&self, _: &Params, _: &Config) -> ApiResult<Box<dyn Encode>> {
+        Ok(Box::new(encode))
     }
+}
+
+fn encode(data: Data) -> ApiResult<Response> {
+    let Content::Whole(values) = &data.content else {
+        return Err(ApiError::new(
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            "JSON output was handed streamed data",
+        ));
+    };
+    let mut text = Text {
+        out: Vec::new(),
+        limit: data.limit,
+    };
+    text.out.extend_from_slice(b"{\"shape\":");
+    text.put(&json!(data.shape))?;
+    text.out.extend_from_slice(b",\"dtype\":");
+    text.put(&json!(data.dtype.name()))?;
+    text.out.extend_from_slice(b",\"data\":");
+    write_data(&mut text, values, &data.dtype, &data.shape)?;
+    text.out.push(b'}');
+    let mut response = Response::new(Body::from(text.out));
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    Ok(response)
 }
 
 /// A JSON answer being written, and the most bytes it may take.

@@ -1,29 +1,51 @@
-//! Output formats of array data. Each format is one file implementing
-//! [`Output`], registered once in [`FORMATS`]; the data handler chooses one
-//! from `format=` or `Accept` and hands it the data the service read.
+//! How answers are built. The output formats of array data: each format
+//! is one file implementing [`Output`], registered once in [`FORMATS`],
+//! that reads its own query parameters and builds its own [`Encode`]r; the
+//! data handler chooses one from `format=` or `Accept` and hands the
+//! encoder the data the service read. Beside them: drawing ([`image`]),
+//! thumbnails, Cache-Control of stored values, and the marks responses
+//! carry for the layers around the handlers.
 
+pub mod cache_control;
+pub mod compression;
+pub mod image;
 mod json;
 mod npy;
 mod png;
 mod raw;
+pub mod thumbnail;
 
 use axum::body::Body;
-use axum::http::{header, HeaderValue};
+use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::Response;
+use serde::de::DeserializeOwned;
+use serde_json::{Map, Value};
 
-use super::error::ApiResult;
-use super::NoCompression;
+use crate::config::Config;
+use crate::http::error::{ApiError, ApiResult};
 use crate::service::{Data, Residence};
 
 pub use json::element_json;
 pub use npy::fixed_width;
-pub use png::{colormaps, draw, drawable, encode as encode_png, image, Colormap};
+
+/// Marks a response that must not be compressed (array data, stored values).
+#[derive(Debug, Clone, Copy)]
+pub struct NoCompression;
+
+/// Marks a response that streams for as long as its client stays (a
+/// watch): it does not hold a place among requests in flight.
+#[derive(Debug, Clone, Copy)]
+pub struct LongLived;
 
 /// One way of answering with array data.
 pub trait Output: Send + Sync {
     /// Its `format=` name.
     fn name(&self) -> &'static str;
     fn content_type(&self) -> &'static str;
+    /// The request parameters it reads, beyond those of the selection.
+    fn params(&self) -> &'static [&'static str] {
+        &[]
+    }
     /// Where the answer is built, which decides its size limit and whether
     /// the data arrives whole or slab by slab.
     fn residence(&self) -> Residence {
@@ -34,30 +56,104 @@ pub trait Output: Send + Sync {
     fn fixed_size_only(&self) -> bool {
         false
     }
-    /// Memory `encode` needs per element beyond the data and the encoding
-    /// `residence` declares (an image's drawing), reserved with the read
-    /// before anything is read.
+    /// Memory the encoder needs per element beyond the data and the
+    /// encoding `residence` declares (an image's drawing), reserved with
+    /// the read before anything is read.
     fn encoding_per_element(&self) -> u64 {
         0
     }
-    /// The response carrying `data`.
-    fn encode(&self, data: Data, render: &Render) -> ApiResult<Response>;
+    /// The encoder of one request, its parameters read and checked before
+    /// anything is read.
+    fn encoder(&self, params: &Params, config: &Config) -> ApiResult<Box<dyn Encode>>;
     /// A read's error as this format words it (images say a type cannot
     /// be drawn where other formats say it cannot be carried).
-    fn explain(&self, error: super::error::ApiError) -> super::error::ApiError {
+    fn explain(&self, error: ApiError) -> ApiError {
         error
     }
 }
 
-/// How formats that draw (images) turn values into colours: the request's
-/// `cmap`, `vmin`, `vmax` and `scale`, and the server's pixel limit.
-#[derive(Debug, Clone, Default)]
-pub struct Render {
-    pub cmap: Option<String>,
-    pub vmin: Option<f64>,
-    pub vmax: Option<f64>,
-    pub scale: Option<String>,
-    pub max_pixels: u64,
+/// Turns the data a request read into its answer.
+pub trait Encode: Send {
+    fn encode(self: Box<Self>, data: Data) -> ApiResult<Response>;
+}
+
+impl<F: FnOnce(Data) -> ApiResult<Response> + Send> Encode for F {
+    fn encode(self: Box<Self>, data: Data) -> ApiResult<Response> {
+        (*self)(data)
+    }
+}
+
+/// The request parameters that are not the selection's, for formats to
+/// read their own: from a query (every value text) or a JSON body.
+#[derive(Debug, Default)]
+pub struct Params {
+    values: Map<String, Value>,
+    from_body: bool,
+}
+
+impl Params {
+    pub fn from_query(pairs: impl IntoIterator<Item = (String, String)>) -> Self {
+        Params {
+            values: pairs
+                .into_iter()
+                .map(|(k, v)| (k, Value::String(v)))
+                .collect(),
+            from_body: false,
+        }
+    }
+
+    pub fn from_body(values: Map<String, Value>) -> Self {
+        Params {
+            values,
+            from_body: true,
+        }
+    }
+
+    /// Whether they came in a JSON body (whose errors are 422s).
+    pub fn is_body(&self) -> bool {
+        self.from_body
+    }
+
+    /// The names given.
+    pub fn names(&self) -> impl Iterator<Item = &str> {
+        self.values.keys().map(String::as_str)
+    }
+
+    /// The parameters `names` as `T`: errors name the parameter, as 400s
+    /// of the query or 422s of the body.
+    pub fn read<T: DeserializeOwned>(&self, names: &[&str]) -> ApiResult<T> {
+        let mine = self
+            .values
+            .iter()
+            .filter(|(k, _)| names.contains(&k.as_str()));
+        if self.from_body {
+            let object: Map<String, Value> = mine.map(|(k, v)| (k.clone(), v.clone())).collect();
+            serde_json::from_value(Value::Object(object)).map_err(|e| {
+                ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "bad_body",
+                    format!("the body's parameters: {e}"),
+                )
+            })
+        } else {
+            // Through the query's own decoder, so numbers parse as they do
+            // in every other query parameter.
+            let text = url::form_urlencoded::Serializer::new(String::new())
+                .extend_pairs(mine.map(|(k, v)| (k, v.as_str().unwrap_or_default())))
+                .finish();
+            let uri: axum::http::Uri = format!("/?{text}").parse().map_err(|e| {
+                ApiError::bad_request("bad_query", format!("query parameters: {e}"))
+            })?;
+            axum::extract::Query::<T>::try_from_uri(&uri)
+                .map(|q| q.0)
+                .map_err(|e| {
+                    ApiError::bad_request(
+                        "bad_query",
+                        format!("query parameters: {}", e.body_text()),
+                    )
+                })
+        }
+    }
 }
 
 /// Every format; the first is the default.

@@ -5,7 +5,8 @@
 use axum::body::Body;
 use axum::response::Response;
 
-use super::{binary, slab_body, Output};
+use super::{binary, slab_body, Encode, Output, Params};
+use crate::config::Config;
 use crate::http::error::{ApiError, ApiResult};
 use crate::service::{Content, Data};
 use crate::zarr::{ArrayBytes, DataType};
@@ -19,67 +20,71 @@ impl Output for Npy {
     fn content_type(&self) -> &'static str {
         "application/x-npy"
     }
-    fn encode(&self, data: Data, _: &super::Render) -> ApiResult<Response> {
-        let header = crate::npy::header(&data.dtype.npy_descr(), &data.shape);
-        match data.content {
-            Content::Slabs { bytes, first, rest } => {
-                let length = header.len() as u64 + bytes;
-                let body = slab_body(header, first, rest);
-                Ok(binary(
-                    body,
-                    self.content_type(),
-                    (&data.dtype, &data.shape),
-                    Some(length),
-                ))
+    fn encoder(&self, _: &Params, _: &Config) -> ApiResult<Box<dyn Encode>> {
+        Ok(Box::new(encode))
+    }
+}
+
+fn encode(data: Data) -> ApiResult<Response> {
+    let header = crate::npy::header(&data.dtype.npy_descr(), &data.shape);
+    match data.content {
+        Content::Slabs { bytes, first, rest } => {
+            let length = header.len() as u64 + bytes;
+            let body = slab_body(header, first, rest);
+            Ok(binary(
+                body,
+                Npy.content_type(),
+                (&data.dtype, &data.shape),
+                Some(length),
+            ))
+        }
+        Content::Whole(ArrayBytes::Fixed(bytes)) => {
+            let mut body = header;
+            body.extend(bytes);
+            let length = body.len() as u64;
+            Ok(binary(
+                Body::from(body),
+                Npy.content_type(),
+                (&data.dtype, &data.shape),
+                Some(length),
+            ))
+        }
+        Content::Whole(ArrayBytes::Variable(ref items)) => {
+            let text = data.dtype == DataType::String;
+            // Every element is padded to the longest: check that size first.
+            let width = items
+                .iter()
+                .map(|i| {
+                    if text {
+                        String::from_utf8_lossy(i).chars().count() * 4
+                    } else {
+                        i.len()
+                    }
+                })
+                .max()
+                .unwrap_or(0)
+                .max(1) as u64;
+            let padded = width.saturating_mul(items.len() as u64);
+            if padded > data.limit {
+                return Err(ApiError::new(
+                    axum::http::StatusCode::PAYLOAD_TOO_LARGE,
+                    "too_large",
+                    format!(
+                        "the selection's {} elements padded to the longest ({width} bytes) make {padded} bytes as .npy, over the {}-byte limit for variable-length data; select fewer elements or use format=json",
+                        items.len(),
+                        data.limit
+                    ),
+                ));
             }
-            Content::Whole(ArrayBytes::Fixed(bytes)) => {
-                let mut body = header;
-                body.extend(bytes);
-                let length = body.len() as u64;
-                Ok(binary(
-                    Body::from(body),
-                    self.content_type(),
-                    (&data.dtype, &data.shape),
-                    Some(length),
-                ))
-            }
-            Content::Whole(ArrayBytes::Variable(ref items)) => {
-                let text = data.dtype == DataType::String;
-                // Every element is padded to the longest: check that size first.
-                let width = items
-                    .iter()
-                    .map(|i| {
-                        if text {
-                            String::from_utf8_lossy(i).chars().count() * 4
-                        } else {
-                            i.len()
-                        }
-                    })
-                    .max()
-                    .unwrap_or(0)
-                    .max(1) as u64;
-                let padded = width.saturating_mul(items.len() as u64);
-                if padded > data.limit {
-                    return Err(ApiError::new(
-                        axum::http::StatusCode::PAYLOAD_TOO_LARGE,
-                        "too_large",
-                        format!(
-                            "the selection's {} elements padded to the longest ({width} bytes) make {padded} bytes as .npy, over the {}-byte limit for variable-length data; select fewer elements or use format=json",
-                            items.len(),
-                            data.limit
-                        ),
-                    ));
-                }
-                let (descr, bytes) = fixed_width(items, text);
-                let mut body = crate::npy::header(&descr, &data.shape);
-                body.extend(bytes);
-                Ok(binary(
-                    Body::from(body),
-                    self.content_type(),
-                    (&data.dtype, &data.shape),
-                    None,
-                ))
-            }
+            let (descr, bytes) = fixed_width(items, text);
+            let mut body = crate::npy::header(&descr, &data.shape);
+            body.extend(bytes);
+            Ok(binary(
+                Body::from(body),
+                Npy.content_type(),
+                (&data.dtype, &data.shape),
+                None,
+            ))
         }
     }
 }

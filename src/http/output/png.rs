@@ -1,71 +1,28 @@
 //! PNG: a 2-D selection drawn through a colormap, or a 3-D one whose last
-//! dimension holds 3 or 4 `uint8` channels drawn as RGB(A). NaN, the fill
-//! value and (on a log scale) values that are not positive are transparent.
-//! Without `vmin`/`vmax` the range is the 2nd to 98th percentile of the
-//! values drawn, so one outlier does not wash out the picture.
+//! dimension holds 3 or 4 `uint8` channels drawn as RGB(A) (see
+//! [`super::image`]). Its parameters: `cmap`, `vmin`, `vmax` and `scale`.
 
-use axum::body::Body;
-use axum::http::{header, HeaderValue, StatusCode};
-use axum::response::Response;
+use axum::http::{HeaderValue, StatusCode};
+use serde::Deserialize;
 
-use super::{Output, Render};
+use super::image::{draw, image, Style};
+use super::{Encode, Output, Params};
+use crate::config::Config;
 use crate::http::error::{ApiError, ApiResult};
-use crate::http::NoCompression;
-use crate::service::{Content, Data, Residence};
-use crate::zarr::fill::element_as_f64;
-use crate::zarr::{ArrayBytes, DataType};
+use crate::service::{Data, Residence};
 
 pub struct Png;
 
 /// Memory drawing takes per element, beyond the data.
 pub const DRAW_BYTES: u64 = 32;
 
-/// A colormap as images are drawn with it: `at(0)` is the colour of the low
-/// end of the range, `at(1)` of the high end.
-#[derive(Clone, Copy)]
-pub struct Colormap {
-    gradient: colorous::Gradient,
-    reversed: bool,
-}
-
-impl Colormap {
-    const fn new(gradient: colorous::Gradient) -> Self {
-        Colormap {
-            gradient,
-            reversed: false,
-        }
-    }
-
-    pub fn at(&self, t: f64) -> [u8; 3] {
-        let t = t.clamp(0.0, 1.0);
-        let c = self
-            .gradient
-            .eval_continuous(if self.reversed { 1.0 - t } else { t });
-        [c.r, c.g, c.b]
-    }
-}
-
-/// The colormaps `cmap=` names; the first is the default.
-const COLORMAPS: &[(&str, Colormap)] = &[
-    ("viridis", Colormap::new(colorous::VIRIDIS)),
-    ("magma", Colormap::new(colorous::MAGMA)),
-    ("inferno", Colormap::new(colorous::INFERNO)),
-    ("plasma", Colormap::new(colorous::PLASMA)),
-    ("cividis", Colormap::new(colorous::CIVIDIS)),
-    // Black at the low end, as image viewers draw gray.
-    (
-        "gray",
-        Colormap {
-            gradient: colorous::GREYS,
-            reversed: true,
-        },
-    ),
-    ("rdbu", Colormap::new(colorous::RED_BLUE)),
-];
-
-/// Every colormap, by name, the default first.
-pub fn colormaps() -> impl Iterator<Item = (&'static str, Colormap)> {
-    COLORMAPS.iter().copied()
+/// The parameters `format=png` reads.
+#[derive(Debug, Default, Deserialize)]
+struct PngParams {
+    cmap: Option<String>,
+    vmin: Option<f64>,
+    vmax: Option<f64>,
+    scale: Option<String>,
 }
 
 fn unprocessable(code: &'static str, message: String) -> ApiError {
@@ -104,223 +61,31 @@ impl Output for Png {
         // float32 with the data itself).
         DRAW_BYTES
     }
-    fn encode(&self, data: Data, render: &Render) -> ApiResult<Response> {
-        let drawn = draw(&data, render)?;
-        let mut response = image(drawn.png);
-        // The range drawn, so a page can label its colorbar with the
-        // percentiles chosen here.
-        if let Some((lo, hi)) = drawn.range {
-            for (name, v) in [("x-zarr-vmin", lo), ("x-zarr-vmax", hi)] {
-                if let Ok(v) = HeaderValue::from_str(&v.to_string()) {
-                    response.headers_mut().insert(name, v);
+    fn params(&self) -> &'static [&'static str] {
+        &["cmap", "vmin", "vmax", "scale"]
+    }
+    fn encoder(&self, params: &Params, config: &Config) -> ApiResult<Box<dyn Encode>> {
+        let p: PngParams = params.read(self.params())?;
+        let style = Style {
+            vmin: p.vmin,
+            vmax: p.vmax,
+            ..Style::new(config.max_image_pixels)
+        }
+        .with_cmap(p.cmap.as_deref())?
+        .with_scale(p.scale.as_deref())?;
+        Ok(Box::new(move |data: Data| {
+            let drawn = draw(&data, &style)?;
+            let mut response = image(drawn.png);
+            // The range drawn, so a page can label its colorbar with the
+            // percentiles chosen here.
+            if let Some((lo, hi)) = drawn.range {
+                for (name, v) in [("x-zarr-vmin", lo), ("x-zarr-vmax", hi)] {
+                    if let Ok(v) = HeaderValue::from_str(&v.to_string()) {
+                        response.headers_mut().insert(name, v);
+                    }
                 }
             }
-        }
-        Ok(response)
-    }
-}
-
-/// A picture of a selection: the PNG file, and the range of values the
-/// colormap spans (none for RGB).
-pub struct Drawn {
-    pub png: Vec<u8>,
-    pub range: Option<(f64, f64)>,
-}
-
-/// `data` as a PNG: a 2-D selection through the colormap, or RGB(A).
-pub fn draw(data: &Data, render: &Render) -> ApiResult<Drawn> {
-    {
-        let Content::Whole(ArrayBytes::Fixed(bytes)) = &data.content else {
-            return Err(ApiError::new(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "internal",
-                "PNG output was handed streamed data",
-            ));
-        };
-        let shape: Vec<usize> = data.shape.iter().map(|&d| d as usize).collect();
-        let rgb = matches!(shape.as_slice(), [_, _, 3 | 4]) && data.dtype == DataType::UInt8;
-        let (height, width) = match shape.as_slice() {
-            [h, w] => (*h, *w),
-            [h, w, _] if rgb => (*h, *w),
-            other => {
-                return Err(ApiError::bad_request(
-                    "not_an_image",
-                    format!(
-                        "an image needs a 2-D selection (or 3-D ending in 3 or 4 uint8 channels); this one has shape {other:?}: select one index along the other dimensions"
-                    ),
-                ))
-            }
-        };
-        let pixels = (height as u64).saturating_mul(width as u64);
-        if pixels == 0 {
-            return Err(ApiError::bad_request(
-                "not_an_image",
-                format!("the selection {shape:?} is empty: an image needs at least one pixel"),
-            ));
-        }
-        if pixels > render.max_pixels {
-            return Err(ApiError::new(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "too_large",
-                format!(
-                    "the image would have {pixels} pixels, over the limit of {}; select a smaller region or a stride (::N)",
-                    render.max_pixels
-                ),
-            ));
-        }
-        let (rgba, range) = if rgb {
-            (channels(bytes, shape[2]), None)
-        } else {
-            let (rgba, lo, hi) = colored(bytes, data, render)?;
-            (rgba, Some((lo, hi)))
-        };
-        Ok(Drawn {
-            png: encode(width as u32, height as u32, &rgba)?,
-            range,
-        })
-    }
-}
-
-/// Each element as a number to draw, through `transform`; `None` for what
-/// is not drawn: the fill value, NaN, infinities (and, on a log scale,
-/// values that are not positive).
-pub fn drawable(bytes: &[u8], data: &Data, transform: impl Fn(f64) -> f64) -> Vec<Option<f64>> {
-    let size = data.dtype.size().unwrap_or(1).max(1);
-    let fill = data.fill.as_deref();
-    bytes
-        .chunks_exact(size)
-        .map(|b| {
-            if fill == Some(b) {
-                return None;
-            }
-            let v = transform(element_as_f64(&data.dtype, b)?);
-            v.is_finite().then_some(v)
-        })
-        .collect()
-}
-
-/// uint8 RGB or RGBA as RGBA.
-fn channels(bytes: &[u8], n: usize) -> Vec<u8> {
-    bytes
-        .chunks_exact(n)
-        .flat_map(|p| [p[0], p[1], p[2], if n == 4 { p[3] } else { 255 }])
-        .collect()
-}
-
-/// Values through the colormap as RGBA, and the range drawn (in values);
-/// what cannot be drawn is transparent.
-fn colored(bytes: &[u8], data: &Data, render: &Render) -> ApiResult<(Vec<u8>, f64, f64)> {
-    let size = data.dtype.size().unwrap_or(1).max(1);
-    let log = match render.scale.as_deref() {
-        None | Some("linear") => false,
-        Some("log") => true,
-        Some(other) => {
-            return Err(ApiError::bad_request(
-                "bad_scale",
-                format!("scale '{other}' is not linear or log"),
-            ))
-        }
-    };
-    let name = render.cmap.as_deref().unwrap_or(COLORMAPS[0].0);
-    let colormap = COLORMAPS
-        .iter()
-        .find(|(n, _)| *n == name)
-        .map(|(_, c)| *c)
-        .ok_or_else(|| {
-            let names: Vec<&str> = COLORMAPS.iter().map(|(n, _)| *n).collect();
-            ApiError::bad_request(
-                "bad_cmap",
-                format!("cmap '{name}' is not one of {}", names.join(", ")),
-            )
-        })?;
-    if element_as_f64(&data.dtype, &vec![0; size]).is_none() {
-        return Err(unprocessable(
-            "not_drawable",
-            format!(
-                "{} values cannot be drawn as colours (numbers, or 3-4 uint8 channels, can)",
-                data.dtype.name()
-            ),
-        ));
-    }
-    let transform = |v: f64| if log { v.log10() } else { v };
-    let values = drawable(bytes, data, transform);
-    let (lo, hi) = match (render.vmin.map(transform), render.vmax.map(transform)) {
-        (Some(lo), Some(hi)) => (lo, hi),
-        (lo, hi) => {
-            let (p2, p98) = percentiles(&values);
-            (lo.unwrap_or(p2), hi.unwrap_or(p98))
-        }
-    };
-    if !(lo.is_finite() && hi.is_finite()) {
-        return Err(ApiError::bad_request(
-            "bad_range",
-            "vmin and vmax must be finite (and positive on a log scale)",
-        ));
-    }
-    // In halves: `hi - lo` of two finite values can overflow to infinity.
-    let half_span = if hi > lo { hi / 2.0 - lo / 2.0 } else { 0.5 };
-    let rgba = values
-        .iter()
-        .flat_map(|v| match v {
-            None => [0, 0, 0, 0],
-            Some(v) => {
-                let [r, g, b] = colormap.at((v / 2.0 - lo / 2.0) / half_span);
-                [r, g, b, 255]
-            }
-        })
-        .collect();
-    let untransform = |v: f64| if log { 10f64.powf(v) } else { v };
-    Ok((rgba, untransform(lo), untransform(hi)))
-}
-
-/// The 2nd and 98th percentiles of the finite values (0 and 1 when none).
-fn percentiles(values: &[Option<f64>]) -> (f64, f64) {
-    let mut finite: Vec<f64> = values.iter().flatten().copied().collect();
-    if finite.is_empty() {
-        return (0.0, 1.0);
-    }
-    finite.sort_by(f64::total_cmp);
-    let at = |q: f64| finite[((finite.len() - 1) as f64 * q).round() as usize];
-    (at(0.02), at(0.98))
-}
-
-/// A PNG answer, never compressed (it already is).
-pub fn image(png: Vec<u8>) -> Response {
-    let mut response = Response::new(Body::from(png));
-    response
-        .headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("image/png"));
-    response.extensions_mut().insert(NoCompression);
-    response
-}
-
-/// RGBA pixels, row by row, as a PNG file.
-pub fn encode(width: u32, height: u32, rgba: &[u8]) -> ApiResult<Vec<u8>> {
-    let failed = |e: png::EncodingError| {
-        ApiError::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            "internal",
-            format!("PNG encoding failed: {e}"),
-        )
-    };
-    let mut out = Vec::new();
-    let mut encoder = png::Encoder::new(&mut out, width, height);
-    encoder.set_color(png::ColorType::Rgba);
-    encoder.set_depth(png::BitDepth::Eight);
-    let mut writer = encoder.write_header().map_err(failed)?;
-    writer.write_image_data(rgba).map_err(failed)?;
-    writer.finish().map_err(failed)?;
-    Ok(out)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn percentiles_ignore_what_is_not_drawn() {
-        let values: Vec<Option<f64>> = (0..=100).map(|i| Some(i as f64)).chain([None]).collect();
-        assert_eq!(percentiles(&values), (2.0, 98.0));
-        assert_eq!(percentiles(&[None]), (0.0, 1.0));
+            Ok(response)
+        }))
     }
 }

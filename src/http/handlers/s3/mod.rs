@@ -8,12 +8,13 @@
 mod list;
 
 use axum::extract::{Request, State};
-use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use super::error::{ApiError, ApiResult};
-use super::extract::ApiPath;
-use super::AppState;
+use crate::http::error::{ApiError, ApiResult};
+use crate::http::input::credentials::signed_parts;
+use crate::http::input::extract::ApiPath;
+use crate::http::state::AppState;
 
 /// The one bucket.
 pub const BUCKET: &str = "zarr";
@@ -265,17 +266,9 @@ fn with_overrides(mut response: Response, set: Vec<(header::HeaderName, HeaderVa
     response
 }
 
-/// A bucket's or object's reads, with its writes (PUT, POST, DELETE)
-/// answered [`not_served`].
-pub fn with_writes_refused(
-    reads: axum::routing::MethodRouter<AppState>,
-) -> axum::routing::MethodRouter<AppState> {
-    reads.put(not_served).post(not_served).delete(not_served)
-}
-
 /// Writes to a bucket or object: S3 operations this read-only view does
 /// not serve (`NotImplemented`, as S3 answers an operation it lacks).
-async fn not_served(request: Request) -> ApiError {
+pub async fn not_served(request: Request) -> ApiError {
     ApiError::new(
         StatusCode::NOT_IMPLEMENTED,
         "not_implemented",
@@ -324,7 +317,7 @@ where
     let head = request.method() == Method::HEAD;
     let id = request
         .headers()
-        .get(&crate::http::X_REQUEST_ID)
+        .get(&crate::http::error::X_REQUEST_ID)
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_string();
@@ -372,31 +365,4 @@ where
         axum::body::Body::from(document)
     };
     Response::from_parts(parts, body)
-}
-
-/// The headers a SigV4 signature covers, for the authorization middleware.
-pub(super) fn signed_parts<'a>(
-    method: &'a Method,
-    uri: &'a axum::http::Uri,
-    headers: &'a HeaderMap,
-) -> crate::auth::sigv4::SignedRequest<'a> {
-    let mut pairs: Vec<(&str, &str)> = headers
-        .iter()
-        .filter_map(|(n, v)| Some((n.as_str(), v.to_str().ok()?)))
-        .collect();
-    // HTTP/2 carries the host in the request's authority, not a header.
-    if !headers.contains_key(header::HOST) {
-        if let Some(authority) = uri.authority() {
-            pairs.push(("host", authority.as_str()));
-        }
-    }
-    crate::auth::sigv4::SignedRequest {
-        method: method.as_str(),
-        path: uri.path(),
-        query: uri.query().unwrap_or(""),
-        headers: pairs,
-        authorization: headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok()),
-    }
 }

@@ -28,15 +28,15 @@ use tower::{Layer, Service, ServiceExt};
 use tower_http::compression::Compression;
 use tower_http::cors::{Cors, CorsLayer};
 
-use super::X_REQUEST_ID;
+use crate::http::error::X_REQUEST_ID;
 
-/// The whole HTTP service: what [`super::router`] builds. One `Arc`, so
+/// The whole HTTP service: what [`crate::http::router`] builds. One `Arc`, so
 /// the clone hyper makes per request is one reference count.
 #[derive(Clone)]
 pub struct App(Arc<Parts>);
 
-/// The routes, compressing what [`super::compressible`] allows.
-pub(super) type Routes = Compression<Router, super::Compressible>;
+/// The routes, compressing what [`crate::http::output::compression::compressible`] allows.
+pub(crate) type Routes = Compression<Router, crate::http::output::compression::Compressible>;
 
 struct Parts {
     routes: Routes,
@@ -48,7 +48,7 @@ struct Parts {
 }
 
 impl App {
-    pub(super) fn new(routes: Routes, cors: CorsLayer) -> Self {
+    pub(crate) fn new(routes: Routes, cors: CorsLayer) -> Self {
         let cors_constant = headers_without_origin(&cors);
         App(Arc::new(Parts {
             cors: cors.layer(routes.clone()),

@@ -7,9 +7,9 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::error::ApiResult;
-use super::extract::{ApiPath, ApiQuery};
-use super::AppState;
+use crate::http::error::ApiResult;
+use crate::http::input::extract::{ApiPath, ApiQuery};
+use crate::http::state::AppState;
 use crate::store::node_path;
 
 /// Snapshots listed when the request names no `limit`, and at most.

@@ -6,10 +6,11 @@ use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use percent_encoding::percent_decode_str;
 
-use super::error::ApiError;
-use super::routes::{self, Access};
-use super::AppState;
 use crate::auth::{Denied, Scope};
+use crate::http::error::ApiError;
+use crate::http::input::credentials::{signed_parts, Caller};
+use crate::http::routes::{self, Access};
+use crate::http::state::AppState;
 use crate::zarr::metadata::NODE_DOCUMENTS;
 
 /// The scope a request needs beyond its method's (from the route table):
@@ -40,16 +41,6 @@ fn escalate(needed: Scope, method: &Method, path: &str, query: Option<&str>) -> 
 fn overwrites(query: Option<&str>) -> bool {
     url::form_urlencoded::parse(query.unwrap_or("").as_bytes())
         .any(|(k, v)| k == "overwrite" && v != "false")
-}
-
-/// What the authenticated caller may do beyond what the route needs, for
-/// handlers whose scope depends on the stored data (a resize that shrinks,
-/// a create that would make missing parents).
-#[derive(Debug, Clone, Default)]
-pub struct Caller {
-    pub admin: bool,
-    /// The prefix the caller's token is limited to here (see [`crate::auth::Grant`]).
-    pub within: Option<String>,
 }
 
 pub async fn authorize<Fut>(
@@ -90,7 +81,7 @@ where
     // Only on /s3, so other requests do not gather their headers for it.
     let s3 = path == "/s3" || path.starts_with("/s3/");
     let signed = s3
-        .then(|| super::s3::signed_parts(request.method(), request.uri(), request.headers()))
+        .then(|| signed_parts(request.method(), request.uri(), request.headers()))
         .filter(|signed| signed.is_signed());
     let verdict = match &signed {
         Some(signed) => state.auth.check_signed(

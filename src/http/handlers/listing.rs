@@ -9,8 +9,8 @@ use bytes::Bytes;
 use futures::StreamExt;
 use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
 
-use super::error::{ApiError, ApiResult};
-use super::AppState;
+use crate::http::error::{ApiError, ApiResult};
+use crate::http::state::AppState;
 use crate::store::{LevelEntry, StoreKey};
 
 /// Characters escaped in the href of a listed name.

@@ -6,15 +6,16 @@ use std::time::{Duration, UNIX_EPOCH};
 use axum::body::Body;
 use axum::extract::State;
 
-use super::extract::ApiPath;
+use crate::http::input::extract::ApiPath;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use futures::StreamExt;
 
-use super::error::{ApiError, ApiResult};
-use super::range::{self, ByteRange};
-use super::{AppState, NoCompression};
+use crate::http::error::{ApiError, ApiResult};
+use crate::http::input::range::{self, ByteRange};
+use crate::http::output::NoCompression;
+use crate::http::state::AppState;
 use crate::service::{Got, ValueBody};
 use crate::store::chrono_like::Timestamp;
 use crate::store::{KeyMeta, StoreKey, StoreRange};

@@ -13,7 +13,7 @@ use serde_json::Value;
 use axum::http::StatusCode;
 use base64::Engine;
 
-use super::error::{ApiError, ApiResult};
+use crate::http::error::{ApiError, ApiResult};
 use crate::service::Incoming;
 use crate::zarr::fill::parse_fill;
 use crate::zarr::{ArrayBytes, DataType};

@@ -7,8 +7,8 @@ use serde::de::DeserializeOwned;
 
 use futures::StreamExt;
 
-use super::error::ApiError;
-use super::AppState;
+use crate::http::error::ApiError;
+use crate::http::state::AppState;
 use crate::service::{budget, Reservation};
 
 /// `Query<T>` that rejects with a JSON 400 naming the problem.

@@ -18,8 +18,12 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures::FutureExt;
 
-use super::error::ApiError;
-use super::{auth, error, limits, s3, AppState};
+use super::auth;
+use super::limits;
+use crate::http::error;
+use crate::http::error::ApiError;
+use crate::http::handlers::s3;
+use crate::http::state::AppState;
 
 pub async fn gate(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let state = &state;

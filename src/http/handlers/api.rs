@@ -1,24 +1,21 @@
-//! `/api/v1`: the hierarchy as JSON (`tree`, `meta`) and server-side slicing
-//! (`data`) answered as `.npy`, JSON or raw bytes.
+//! `/api/v1`: the hierarchy as JSON (`tree`, `meta`) and the cache's counters
+//! (`stats`); slicing is `data.rs`.
 
 use axum::extract::State;
 
-use super::extract::{ApiPath, ApiQuery};
-use axum::http::{header, HeaderMap, StatusCode};
-use axum::response::Response;
+use crate::http::input::extract::{ApiPath, ApiQuery};
 use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::error::{ApiError, ApiResult};
-use super::AppState;
-use crate::service::{Content, ReadRequest, ServiceError};
+use crate::http::error::{ApiError, ApiResult};
+use crate::http::state::AppState;
+use crate::service::ServiceError;
 use crate::store::{node_path, StoreKey};
 use crate::zarr::array::metadata_key;
 use crate::zarr::fill::fill_to_v3_json;
 use crate::zarr::metadata::{CodecSpec, Order};
-use crate::zarr::selection::MAX_LISTED;
-use crate::zarr::{Array, ArrayMetadata, DataType, Endian, NodeMetadata, Selection};
+use crate::zarr::{Array, ArrayMetadata, DataType, Endian, NodeMetadata};
 
 fn path_key(path: &str) -> ApiResult<StoreKey> {
     Ok(node_path(path)?)
@@ -121,7 +118,7 @@ pub async fn tree(
 /// `GET /api/v1/meta`: the root node.
 pub async fn meta_root(
     state: State<AppState>,
-    caller: Option<axum::Extension<super::auth::Caller>>,
+    caller: Option<axum::Extension<crate::http::input::credentials::Caller>>,
 ) -> ApiResult<Json<Value>> {
     meta(state, ApiPath(String::new()), caller).await
 }
@@ -130,7 +127,7 @@ pub async fn meta_root(
 pub async fn meta(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<String>,
-    caller: Option<axum::Extension<super::auth::Caller>>,
+    caller: Option<axum::Extension<crate::http::input::credentials::Caller>>,
 ) -> ApiResult<Json<Value>> {
     let key = path_key(&path)?;
     let cached = state.service.node(&key).await?;
@@ -287,212 +284,6 @@ async fn array_details(
         json!(metadata_key(array.path(), meta.zarr_format)),
     );
     Ok(())
-}
-
-/// Parameters of `GET /api/v1/data` (query) and `POST` (JSON body).
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct DataParams {
-    select: Option<String>,
-    /// Points as a JSON string (query) or a list (body).
-    points: Option<Points>,
-    field: Option<String>,
-    format: Option<String>,
-    /// Images: colormap, value range and scale.
-    cmap: Option<String>,
-    vmin: Option<f64>,
-    vmax: Option<f64>,
-    scale: Option<String>,
-    /// A level of an OME-Zarr multiscale image, when the path is its group.
-    level: Option<i64>,
-}
-
-pub async fn data_get(
-    State(state): State<AppState>,
-    ApiPath(path): ApiPath<String>,
-    ApiQuery(params): ApiQuery<DataParams>,
-    headers: HeaderMap,
-) -> ApiResult<Response> {
-    data(state, &path, params, &headers).await
-}
-
-/// `points`: JSON text in a query, a list in a body. Read straight into
-/// coordinates: as a `Value` (and a copy of it) a point cost some 300 bytes.
-#[derive(Debug)]
-enum Points {
-    Text(String),
-    List(Vec<Vec<i64>>),
-    /// Why a list is not one of coordinates, for a 400 that says so.
-    Bad(String),
-}
-
-impl<'de> Deserialize<'de> for Points {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Visitor;
-        impl<'de> serde::de::Visitor<'de> for Visitor {
-            type Value = Points;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("a list of coordinate lists of integers, as [[0, 1], [5, 2]]")
-            }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Points, E> {
-                Ok(Points::Text(v.to_string()))
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut seq: A,
-            ) -> Result<Points, A::Error> {
-                let mut points = Vec::with_capacity(seq.size_hint().unwrap_or(0).min(1 << 16));
-                let mut bad = None;
-                loop {
-                    // After a bad point, or one more than a selection may
-                    // list (refused when it is resolved), the rest is only
-                    // read past.
-                    if bad.is_some() || points.len() > MAX_LISTED {
-                        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-                        break;
-                    }
-                    // One point at a time as a `Value`, so a point that is
-                    // not integers is a bad selection, not a bad body.
-                    let Some(point) = seq.next_element::<Value>()? else {
-                        break;
-                    };
-                    match serde_json::from_value::<Vec<i64>>(point) {
-                        Ok(point) => points.push(point),
-                        Err(e) => bad = Some(e.to_string()),
-                    }
-                }
-                Ok(bad.map_or(Points::List(points), Points::Bad))
-            }
-        }
-        d.deserialize_any(Visitor)
-    }
-}
-
-/// The largest body of parameters `POST /api/v1/data` takes.
-const MAX_PARAMS_BODY: u64 = 16 << 20;
-
-pub async fn data_post(
-    State(state): State<AppState>,
-    ApiPath(path): ApiPath<String>,
-    request: axum::extract::Request,
-) -> ApiResult<Response> {
-    let headers = request.headers().clone();
-    // Parameters, not data: a points list this size is already a million
-    // points, and parsing JSON costs many times its bytes.
-    let super::extract::ApiBody(body, _held) =
-        super::extract::read_body(request, &state, MAX_PARAMS_BODY)
-            .await
-            .map_err(|e| match e.code {
-                "body_too_large" => ApiError::new(
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    "body_too_large",
-                    format!(
-                        "the parameters are longer than {MAX_PARAMS_BODY} bytes (read a large point set in several requests)"
-                    ),
-                ),
-                _ => e,
-            })?;
-    let params: DataParams = serde_json::from_slice(&body).map_err(|e| {
-        ApiError::new(
-            StatusCode::UNPROCESSABLE_ENTITY,
-            "bad_body",
-            format!(
-                "the body must be a JSON object with select, points, field, format, level: {e}"
-            ),
-        )
-    })?;
-    data(state, &path, params, &headers).await
-}
-
-/// The array at `path`, from the service's node cache.
-pub async fn open_array(state: &AppState, key: &StoreKey) -> ApiResult<Array> {
-    Ok(state.service.array(key).await?)
-}
-
-/// A `select=` parameter, with parse errors as 400s.
-pub(super) fn parse_select(s: &str) -> ApiResult<Selection> {
-    Selection::parse(s).map_err(|e| ApiError::bad_request("bad_selection", format!("select: {e}")))
-}
-
-fn selection(select: Option<&str>, points: Option<Points>) -> ApiResult<Selection> {
-    match (select, points) {
-        (Some(_), Some(_)) => Err(ApiError::bad_request(
-            "bad_selection",
-            "give either select or points, not both",
-        )),
-        (_, Some(Points::Text(t))) => Selection::parse_points(&t)
-            .map_err(|e| ApiError::bad_request("bad_selection", format!("points: {e}"))),
-        (_, Some(Points::List(list))) => Ok(Selection::Points(list)),
-        (_, Some(Points::Bad(e))) => Err(ApiError::bad_request(
-            "bad_selection",
-            format!("points: a list of coordinate lists of integers, as [[0, 1], [5, 2]]: {e}"),
-        )),
-        (Some(s), None) => parse_select(s),
-        (None, None) => Ok(Selection::all()),
-    }
-}
-
-async fn data(
-    state: AppState,
-    path: &str,
-    mut params: DataParams,
-    headers: &HeaderMap,
-) -> ApiResult<Response> {
-    let mut key = path_key(path)?;
-    if let Some(level) = params.level {
-        key = state.service.level_path(&key, level).await?;
-    }
-    let format = super::output::choose(
-        params.format.as_deref(),
-        headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()),
-    )
-    .map_err(|e| ApiError::bad_request("bad_format", e))?;
-    let render = super::output::Render {
-        cmap: params.cmap.clone(),
-        vmin: params.vmin,
-        vmax: params.vmax,
-        scale: params.scale.clone(),
-        max_pixels: state.config.max_image_pixels,
-    };
-    let request = ReadRequest {
-        selection: selection(params.select.as_deref(), params.points.take())?,
-        field: params.field,
-        fixed_size_only: format.fixed_size_only(),
-        encoding_per_element: format.encoding_per_element(),
-    };
-    let mut data = state
-        .service
-        .read(&key, request, format.residence())
-        .await
-        .map_err(|e| format.explain(e.into()))?;
-    // The memory the read reserved for the data and its encoding, held
-    // until the answer has been sent.
-    let mut held = std::mem::take(&mut data.reservation);
-    let response = if matches!(data.content, Content::Whole(_)) && held.bytes() > 0 {
-        // Building a large answer whole (drawing, JSON) is CPU work the
-        // size of the answer: on the decoding pool, off the threads that
-        // answer requests. The reservation goes with the work, so a client
-        // that leaves does not free memory the work still holds.
-        let (response, kept) = crate::zarr::array::run_blocking(move || {
-            let response = format.encode(data, &render);
-            // What drawing or building took is given back; the answer's
-            // bytes stay reserved until they are sent.
-            if let Ok(r) = &response {
-                held.shrink_to(
-                    http_body::Body::size_hint(r.body())
-                        .upper()
-                        .unwrap_or(u64::MAX),
-                );
-            }
-            Ok((response, held))
-        })
-        .await?;
-        held = kept;
-        response?
-    } else {
-        format.encode(data, &render)?
-    };
-    Ok(response.map(|body| axum::body::Body::new(super::idle::Keeping::new(body, held))))
 }
 
 /// `GET /api/v1/stats`: cache counters.

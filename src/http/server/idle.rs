@@ -86,7 +86,7 @@ impl Drop for Open {
 /// The router, counting the requests of one connection into `activity`.
 #[derive(Clone)]
 pub struct Tracked {
-    pub app: super::App,
+    pub app: super::app::App,
     pub activity: Arc<Activity>,
 }
 
@@ -125,7 +125,7 @@ where
 /// the last, so `K` lasts until the client has nearly all of the answer,
 /// where a whole answer handed over as one frame would let go of it the
 /// moment the frame was queued for a client that may never read it.
-pub(super) struct Keeping<K> {
+pub struct Keeping<K> {
     body: Body,
     rest: Pieces<KEEP_PIECE>,
     _keep: K,
@@ -135,7 +135,7 @@ pub(super) struct Keeping<K> {
 const KEEP_PIECE: usize = 1 << 20;
 
 impl<K> Keeping<K> {
-    pub(super) fn new(body: Body, keep: K) -> Self {
+    pub fn new(body: Body, keep: K) -> Self {
         Keeping {
             body,
             rest: Pieces::default(),
@@ -231,7 +231,7 @@ type Held = Keeping<tokio::sync::OwnedSemaphorePermit>;
 /// JSON answer) would be copied into the stream's send buffer at once,
 /// leaving nothing to measure a slow client by and nothing to free when
 /// it stops.
-pub(super) struct Watched {
+pub struct Watched {
     body: Held,
     rest: Pieces<PIECE>,
     progress: Arc<Progress>,
@@ -262,7 +262,7 @@ impl Progress {
 const LOOKS_PER_TIMEOUT: u32 = 4;
 
 impl Watched {
-    pub(super) fn new(body: Held, timeout: Duration, connection: Arc<Activity>) -> Self {
+    pub fn new(body: Held, timeout: Duration, connection: Arc<Activity>) -> Self {
         let progress = Arc::new(Progress {
             moved: AtomicU64::new(0),
             waiting: AtomicBool::new(true),

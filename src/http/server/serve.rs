@@ -19,11 +19,13 @@ use hyper_util::server::conn::auto;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 
+use super::app::App;
+use super::idle;
 use super::socket::{ClientSending, ClientSocket, NotingUnread};
-use super::{idle, router, AppState};
+use crate::http::state::AppState;
 
 /// Serve until SIGTERM or Ctrl-C, then let in-flight requests finish.
-pub async fn serve(state: AppState) -> std::io::Result<()> {
+pub async fn serve(state: AppState, app: App) -> std::io::Result<()> {
     let tls = match (&state.config.tls_cert, &state.config.tls_key) {
         (Some(cert), Some(key)) => {
             Some(super::tls::acceptor(cert, key).map_err(std::io::Error::other)?)
@@ -44,7 +46,6 @@ pub async fn serve(state: AppState) -> std::io::Result<()> {
     let header_list =
         u32::try_from(state.config.max_header_bytes.saturating_mul(2)).unwrap_or(u32::MAX);
     let closing = state.clone();
-    let app = router(state);
     // One builder per protocol, chosen before hyper reads a byte: its own
     // detection of the protocol would wait for the first bytes without a
     // deadline, and hold the connection of a client that sends nothing.
@@ -155,7 +156,7 @@ pub async fn serve(state: AppState) -> std::io::Result<()> {
 
 /// What serving one accepted connection needs.
 struct Connection {
-    app: super::App,
+    app: App,
     /// HTTP/1.1 and HTTP/2.
     builders: Arc<(auto::Builder<TokioExecutor>, auto::Builder<TokioExecutor>)>,
     /// HTTP/1.1 connections' part in the graceful shutdown.

@@ -8,9 +8,9 @@ use axum::extract::{MatchedPath, Request};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use super::error::ApiError;
-use super::idle::{Keeping, Watched};
-use super::AppState;
+use crate::http::error::ApiError;
+use crate::http::server::idle::{Keeping, Watched};
+use crate::http::state::AppState;
 
 /// At most `--max-concurrency` requests at once (one semaphore shared by
 /// every route): more get 503 with `Retry-After` at once rather than queueing
@@ -33,7 +33,7 @@ where
     // An HTTP/2 connection, whose responses are watched for stalls.
     let connection = request
         .extensions()
-        .get::<Arc<super::idle::Activity>>()
+        .get::<Arc<crate::http::server::idle::Activity>>()
         .cloned();
     let Ok(permit) = state.in_flight.clone().try_acquire_owned() else {
         crate::metrics::count(&crate::metrics::LOAD_SHED);
@@ -50,7 +50,14 @@ where
     match tokio::time::timeout(state.config.request_timeout, next(request)).await {
         // A stream that lasts as long as its client (a watch) counts
         // against its own limit, not against requests in flight.
-        Ok(response) if response.extensions().get::<super::LongLived>().is_some() => response,
+        Ok(response)
+            if response
+                .extensions()
+                .get::<crate::http::output::LongLived>()
+                .is_some() =>
+        {
+            response
+        }
         Ok(response) => response.map(|body| {
             let held = Held::new(body, permit);
             match connection {

@@ -4,7 +4,7 @@
 use axum::http::{header, HeaderMap, StatusCode};
 use serde_json::Value;
 
-use super::error::{ApiError, ApiResult};
+use crate::http::error::{ApiError, ApiResult};
 use crate::zarr::codec::{ArrayToArrayCodec, ChunkRepr};
 use crate::zarr::fill::FillValue;
 use crate::zarr::metadata::{element_count, ArrayMetadata};

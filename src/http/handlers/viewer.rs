@@ -16,9 +16,9 @@ use axum::response::{IntoResponse, Response};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use super::error::{ApiError, ApiResult};
-use super::extract::ApiPath;
-use super::AppState;
+use crate::http::error::{ApiError, ApiResult};
+use crate::http::input::extract::ApiPath;
+use crate::http::state::AppState;
 
 struct Asset {
     name: &'static str,
@@ -185,17 +185,18 @@ const STOPS: usize = 64;
 /// the colormaps images are drawn with (as the server draws them) and the
 /// largest image it draws.
 pub async fn settings(State(state): State<AppState>) -> Response {
-    let colormaps: serde_json::Map<String, serde_json::Value> = super::output::colormaps()
-        .map(|(name, colormap)| {
-            let stops: Vec<String> = (0..STOPS)
-                .map(|i| {
-                    let [r, g, b] = colormap.at(i as f64 / (STOPS - 1) as f64);
-                    format!("#{r:02x}{g:02x}{b:02x}")
-                })
-                .collect();
-            (name.to_string(), json!(stops))
-        })
-        .collect();
+    let colormaps: serde_json::Map<String, serde_json::Value> =
+        crate::http::output::image::colormaps()
+            .map(|(name, colormap)| {
+                let stops: Vec<String> = (0..STOPS)
+                    .map(|i| {
+                        let [r, g, b] = colormap.at(i as f64 / (STOPS - 1) as f64);
+                        format!("#{r:02x}{g:02x}{b:02x}")
+                    })
+                    .collect();
+                (name.to_string(), json!(stops))
+            })
+            .collect();
     axum::Json(json!({
         "colormaps": colormaps,
         "max_pixels": state.config.max_image_pixels,
@@ -210,7 +211,7 @@ mod tests {
 
     #[test]
     fn the_table_lists_every_file_of_the_directory() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/http/viewer");
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("src/http/handlers/viewer");
         let mut on_disk: Vec<String> = std::fs::read_dir(&dir)
             .unwrap()
             .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

@@ -16,10 +16,10 @@ use bytes::Bytes;
 use futures::StreamExt;
 use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
 
-use super::error::{ApiError, ApiResult};
-use super::extract::ApiPath;
 use super::raw::quote_etag;
-use super::AppState;
+use crate::http::error::{ApiError, ApiResult};
+use crate::http::input::extract::ApiPath;
+use crate::http::state::AppState;
 use crate::service::Listed;
 use crate::store::chrono_like::Timestamp;
 use crate::store::{KeyMeta, StoreKey};
@@ -79,7 +79,9 @@ fn depth(headers: &HeaderMap) -> ApiResult<Depth> {
 /// are answered 405 (these handlers are the routes' method fallback).
 pub async fn propfind_root(State(state): State<AppState>, request: Request) -> Response {
     let answer = if request.method().as_str() != "PROPFIND" {
-        super::method_not_allowed(request).await.into_response()
+        super::fallback::method_not_allowed(request)
+            .await
+            .into_response()
     } else {
         propfind(&state, String::new(), request)
             .await
@@ -96,7 +98,9 @@ pub async fn propfind_key(
     request: Request,
 ) -> Response {
     let answer = if request.method().as_str() != "PROPFIND" {
-        super::method_not_allowed(request).await.into_response()
+        super::fallback::method_not_allowed(request)
+            .await
+            .into_response()
     } else {
         propfind(&state, raw, request).await.into_response()
     };
@@ -116,7 +120,12 @@ async fn propfind(state: &AppState, raw: String, request: Request) -> ApiResult<
     let depth = depth(request.headers())?;
     // What the client asks for is read (a connection with an unread body
     // cannot be kept) but does not change the answer.
-    super::extract::read_small_body(request.into_body(), MAX_REQUEST, "a PROPFIND body").await?;
+    crate::http::input::extract::read_small_body(
+        request.into_body(),
+        MAX_REQUEST,
+        "a PROPFIND body",
+    )
+    .await?;
     let key = StoreKey::new(raw.trim_end_matches('/'))?;
     let folder = if key.is_root() {
         String::new()

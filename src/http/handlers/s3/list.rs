@@ -186,7 +186,7 @@ pub fn render(query: &ListQuery, entries: &[Listed], truncated: bool) -> String 
                 if let Some(tag) = &meta.version.e_tag {
                     xml.push_str(&format!(
                         "<ETag>{}</ETag>",
-                        xml_escape(&crate::http::raw::quote_etag(tag))
+                        xml_escape(&crate::http::handlers::raw::quote_etag(tag))
                     ));
                 }
                 xml.push_str(&format!(

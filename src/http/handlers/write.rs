@@ -14,13 +14,13 @@ use axum::Json;
 use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
-use super::body;
-use super::error::{ApiError, ApiResult};
-use super::extract::{ApiBody, ApiPath, ApiQuery, CommitMessage};
 use super::raw::{
     etags_match, missing, precondition_failed, quote_etag, request_etags, strong_etags,
 };
-use super::AppState;
+use crate::http::error::{ApiError, ApiResult};
+use crate::http::input::body;
+use crate::http::input::extract::{ApiBody, ApiPath, ApiQuery, CommitMessage};
+use crate::http::state::AppState;
 use crate::service::Preconditions;
 use crate::service::{ErrorKind, NodeCreate};
 use crate::store::{node_path, StoreKey};
@@ -75,7 +75,7 @@ fn writable_key(raw: &str) -> ApiResult<StoreKey> {
 pub async fn put_key(
     State(state): State<AppState>,
     ApiPath(raw): ApiPath<String>,
-    caller: Option<axum::Extension<super::auth::Caller>>,
+    caller: Option<axum::Extension<crate::http::input::credentials::Caller>>,
     headers: HeaderMap,
     ApiBody(value, _held): ApiBody,
 ) -> ApiResult<Response> {
@@ -258,7 +258,7 @@ pub async fn put_meta(
     state: State<AppState>,
     ApiPath(path): ApiPath<String>,
     ApiQuery(params): ApiQuery<OverwriteParam>,
-    caller: Option<axum::Extension<super::auth::Caller>>,
+    caller: Option<axum::Extension<crate::http::input::credentials::Caller>>,
     CommitMessage(message): CommitMessage,
     ApiBody(body, _held): ApiBody,
 ) -> ApiResult<Response> {
@@ -303,7 +303,7 @@ pub struct Patch {
 pub async fn patch_meta(
     state: State<AppState>,
     ApiPath(path): ApiPath<String>,
-    caller: Option<axum::Extension<super::auth::Caller>>,
+    caller: Option<axum::Extension<crate::http::input::credentials::Caller>>,
     CommitMessage(message): CommitMessage,
     ApiBody(body, _held): ApiBody,
 ) -> ApiResult<Response> {
@@ -365,7 +365,7 @@ pub async fn put_data(
     let writing = state.service.writing(&key).await?;
     let array = writing.array(&key).await?;
     let selection = match &params.select {
-        Some(s) => super::api::parse_select(s)?,
+        Some(s) => super::data::parse_select(s)?,
         None => Selection::all(),
     };
     let resolved = selection.resolve(array.shape())?;

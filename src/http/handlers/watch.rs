@@ -15,15 +15,15 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use serde_json::json;
 
-use super::error::{ApiError, ApiResult};
-use super::extract::ApiPath;
-use super::{AppState, LongLived, NoCompression};
 use crate::config::Recheck;
+use crate::http::error::{ApiError, ApiResult};
+use crate::http::input::extract::ApiPath;
+use crate::http::output::LongLived;
+use crate::http::output::NoCompression;
+use crate::http::state::{AppState, MAX_WATCHERS};
 use crate::service::Notice;
 use crate::store::{node_path, StoreKey};
 
-/// Watchers at once, each holding a connection open.
-pub const MAX_WATCHERS: usize = 256;
 /// How often an idle stream says it is alive (proxies close silent ones).
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// Revalidation of metadata when `--recheck-cached` is `always`.

@@ -1,0 +1,16 @@
+//! The handlers: one file per endpoint (or family of endpoints), each
+//! registered by its rows of the route table (`routes.rs`).
+
+pub mod api;
+pub mod data;
+pub mod dav;
+pub mod fallback;
+pub mod listing;
+pub mod preview;
+pub mod probes;
+pub mod raw;
+pub mod s3;
+pub mod versions;
+pub mod viewer;
+pub mod watch;
+pub mod write;

@@ -1,0 +1,9 @@
+//! What handlers read from a request: extractors whose rejections are
+//! JSON errors, bodies (raw, `.npy`, JSON arrays), byte ranges and the
+//! caller's credentials.
+
+pub mod body;
+pub mod credentials;
+pub mod extract;
+pub mod json_body;
+pub mod range;
