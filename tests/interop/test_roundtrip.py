@@ -1,4 +1,4 @@
-"""zarr-python and TensorStore read what zarrd wrote (tests/roundtrip.rs)."""
+"""zarr-python and TensorStore read what zarrd wrote (tests/it/roundtrip.rs)."""
 
 import os
 

@@ -4,10 +4,9 @@
 //! `response-*` overrides, 201 for a put that creates, arrays of codecs
 //! zarrd lacks stored and served raw, and the consolidation switches.
 
-mod common;
 
 use axum::http::{Method, StatusCode};
-use common::{call, put};
+use crate::common::{call, put};
 use serde_json::{json, Value};
 use zarrd::config::Config;
 use zarrd::http::{router, App, AppState};

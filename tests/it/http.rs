@@ -728,7 +728,7 @@ async fn oversized_headers_are_refused_with_431() {
 
 #[test]
 fn openapi_documents_exactly_the_routes() {
-    let doc: serde_yaml::Value = serde_yaml::from_str(include_str!("../openapi.yaml")).unwrap();
+    let doc: serde_yaml::Value = serde_yaml::from_str(include_str!("../../openapi.yaml")).unwrap();
     let paths = doc["paths"].as_mapping().unwrap();
     let mut documented: Vec<(String, Vec<String>)> = paths
         .iter()
@@ -776,7 +776,7 @@ fn openapi_documents_exactly_the_routes() {
 #[test]
 fn openapi_documents_every_format_and_its_parameters() {
     use zarrd::http::output::{image::colormaps, FORMATS};
-    let doc: serde_yaml::Value = serde_yaml::from_str(include_str!("../openapi.yaml")).unwrap();
+    let doc: serde_yaml::Value = serde_yaml::from_str(include_str!("../../openapi.yaml")).unwrap();
     let data = &doc["paths"]["/api/v1/data/{path}"];
     let strings = |v: &serde_yaml::Value| -> Vec<String> {
         v.as_sequence()
@@ -831,7 +831,7 @@ async fn served_openapi_is_the_file() {
     let (_, app) = fixture().await;
     let (s, _, b) = get(&app, "/openapi.yaml", &[]).await;
     assert_eq!(s, StatusCode::OK);
-    assert_eq!(&b[..], include_bytes!("../openapi.yaml"));
+    assert_eq!(&b[..], include_bytes!("../../openapi.yaml"));
 }
 
 #[tokio::test]

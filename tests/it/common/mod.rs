@@ -1,4 +1,7 @@
-//! What the in-process HTTP tests share: one request through the router.
+//! What the tests share: one request through the router, and (`process`)
+//! the zarrd binary started on a loopback port.
+
+pub mod process;
 
 use axum::body::{to_bytes, Body};
 use axum::http::{HeaderMap, Method, Request, StatusCode};

@@ -4,9 +4,8 @@
 //! that breaks a node. One test per finding, each failing on the code that
 //! had the hole.
 
-mod common;
 
-use common::call;
+use crate::common::call;
 use std::io::Write;
 
 use axum::body::Body;

@@ -2,11 +2,10 @@
 //! open from a browser (content types, a content security policy), cached
 //! with validators, and the settings the page draws its colorbars from.
 
-mod common;
 
 use axum::body::Body;
 use axum::http::{Method, StatusCode};
-use common::call;
+use crate::common::call;
 use serde_json::Value;
 use zarrd::auth::{Scope, TokenConfig};
 use zarrd::config::Config;

@@ -9,8 +9,7 @@
 //! superseded there (or the fill value when none covered it). This fails on
 //! any lost acknowledged write and allows any order of writes that overlapped.
 
-#[path = "common/process.rs"]
-mod process;
+use crate::common::process;
 
 use std::path::Path;
 use std::process::{Child, Stdio};

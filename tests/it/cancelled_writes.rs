@@ -4,7 +4,6 @@
 //! lands, or the next writer's read-modify-write runs meanwhile and the
 //! late rename replaces what that writer stored and was told was stored.
 
-mod common;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -24,7 +23,7 @@ use zarrd::http::{router, AppState};
 use zarrd::store::update::Coordination;
 use zarrd::store::Store;
 
-use common::call;
+use crate::common::call;
 
 /// A store whose next put, once armed, lands `delay` later, whether or not
 /// its caller still waits: as a local file's rename does.

@@ -3,8 +3,7 @@
 //! the header timeout, and a streaming response holds its concurrency slot
 //! until its last byte, while liveness is never refused.
 
-#[path = "common/process.rs"]
-mod process;
+use crate::common::process;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;

@@ -3,9 +3,8 @@
 //! creates of one node, a node below an array, a patch racing a delete, a
 //! write token replacing a node through its document.
 
-mod common;
 
-use common::call;
+use crate::common::call;
 
 use axum::body::Body;
 use axum::http::{Method, StatusCode};

@@ -2,8 +2,7 @@
 //! default level every request is logged with its route, status and request
 //! id; at `warn` nothing is (and the layer is not there to cost anything).
 
-#[path = "common/process.rs"]
-mod process;
+use crate::common::process;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
