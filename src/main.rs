@@ -1,7 +1,7 @@
 //! The `zarrd` command line: parse, build the configuration, run.
 
-use clap::{Parser, Subcommand};
-use zarrd::config::{Config, LogFormat, ServeArgs, Source};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use zarrd::config::{Config, LogFormat, ServeArgs};
 use zarrd::http::{serve, AppState};
 use zarrd::store::Store;
 
@@ -38,7 +38,9 @@ fn init_logging(format: LogFormat) {
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
-    let cli = Cli::parse();
+    // `--help` states each option's default as `config.rs` declares it.
+    let command = Cli::command().mut_subcommand("serve", zarrd::config::with_defaults_in_help);
+    let cli = Cli::from_arg_matches(&command.get_matches()).unwrap_or_else(|e| e.exit());
     let Command::Serve(args) = cli.command;
     let config = match Config::resolve(args) {
         Ok(c) => c,
@@ -119,36 +121,23 @@ fn lower_this_threads_priority() {
     }
 }
 
-async fn open(source: &Source) -> Result<Store, zarrd::store::StoreError> {
-    match source {
-        Source::Store(location) => Store::open(location),
-        Source::References { url, targets } => Store::references(url, targets).await,
-        Source::Icechunk {
-            url,
-            virtual_chunks,
-        } => Store::icechunk(url, virtual_chunks).await,
-    }
-}
-
 async fn run(config: Config) -> Result<(), Box<dyn std::error::Error>> {
-    let mut store = if config.demo {
-        zarrd::demo::store().await?
+    let mounts: Vec<_> = config
+        .mounts
+        .iter()
+        .map(|m| (m.name.clone(), m.source.clone(), m.read_only))
+        .collect();
+    let store = if config.demo {
+        Store::mount_all(zarrd::demo::store().await?, &mounts).await?
     } else {
-        let source = Source::root(&config.root, &config.reference_targets);
-        let store = open(&source).await?;
-        // After opening, which creates a directory that is not there yet.
-        if let (Source::Store(location), false) = (&source, config.read_only) {
-            zarrd::config::mark_served_as_store(location);
-        }
-        store
+        Store::serve(
+            &config.root,
+            &config.reference_targets,
+            config.read_only,
+            &mounts,
+        )
+        .await?
     };
-    if !config.mounts.is_empty() {
-        let mut mounts = Vec::new();
-        for m in &config.mounts {
-            mounts.push((m.name.clone(), open(&m.source).await?, m.read_only));
-        }
-        store = Store::with_mounts(store, mounts)?;
-    }
     serve(AppState::new(store, config)).await?;
     Ok(())
 }

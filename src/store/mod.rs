@@ -15,6 +15,7 @@ mod open_files;
 mod pages;
 mod read_only;
 mod references;
+pub mod source;
 mod transaction;
 pub mod update;
 mod walk;

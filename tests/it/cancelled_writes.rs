@@ -4,7 +4,6 @@
 //! lands, or the next writer's read-modify-write runs meanwhile and the
 //! late rename replaces what that writer stored and was told was stored.
 
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 

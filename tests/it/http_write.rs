@@ -1,10 +1,9 @@
 //! Writes over HTTP in-process: raw keys with conditions, node creation and
 //! edits, region writes in every body format, appends, and their errors.
 
-
+use crate::common::call;
 use axum::body::Body;
 use axum::http::{Method, StatusCode};
-use crate::common::call;
 use serde_json::{json, Value};
 use zarrd::config::{Config, Recheck};
 use zarrd::http::{router, AppState};

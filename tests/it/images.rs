@@ -1,10 +1,9 @@
 //! `format=png`: selections drawn through a colormap (or as RGB), the
 //! colormap's ends at vmin/vmax, clipping, transparency, and every refusal.
 
-
+use crate::common::call;
 use axum::body::Body;
 use axum::http::{Method, StatusCode};
-use crate::common::call;
 use serde_json::{json, Value};
 use zarrd::config::{Config, Recheck};
 use zarrd::http::{router, AppState};

@@ -3,7 +3,6 @@
 //! creates of one node, a node below an array, a patch racing a delete, a
 //! write token replacing a node through its document.
 
-
 use crate::common::call;
 
 use axum::body::Body;

@@ -4,9 +4,8 @@
 //! `response-*` overrides, 201 for a put that creates, arrays of codecs
 //! zarrd lacks stored and served raw, and the consolidation switches.
 
-
-use axum::http::{Method, StatusCode};
 use crate::common::{call, put};
+use axum::http::{Method, StatusCode};
 use serde_json::{json, Value};
 use zarrd::config::Config;
 use zarrd::http::{router, App, AppState};

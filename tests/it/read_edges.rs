@@ -2,10 +2,9 @@
 //! chunks built in memory, dtypes too long for a header, colour ranges at
 //! the ends of float64, and names HTML reads as markup.
 
-
+use crate::common::call;
 use axum::body::Body;
 use axum::http::{Method, StatusCode};
-use crate::common::call;
 use serde_json::{json, Value};
 use zarrd::config::Config;
 use zarrd::http::{router, AppState};

@@ -4,7 +4,6 @@
 //! that breaks a node. One test per finding, each failing on the code that
 //! had the hole.
 
-
 use crate::common::call;
 use std::io::Write;
 

@@ -2,10 +2,9 @@
 //! open from a browser (content types, a content security policy), cached
 //! with validators, and the settings the page draws its colorbars from.
 
-
+use crate::common::call;
 use axum::body::Body;
 use axum::http::{Method, StatusCode};
-use crate::common::call;
 use serde_json::Value;
 use zarrd::auth::{Scope, TokenConfig};
 use zarrd::config::Config;
