@@ -728,7 +728,7 @@ async fn oversized_headers_are_refused_with_431() {
 
 #[test]
 fn openapi_documents_exactly_the_routes() {
-    let doc: serde_yaml::Value = serde_yaml::from_str(include_str!("../../openapi.yaml")).unwrap();
+    let doc: serde_norway::Value = serde_norway::from_str(include_str!("../../openapi.yaml")).unwrap();
     let paths = doc["paths"].as_mapping().unwrap();
     let mut documented: Vec<(String, Vec<String>)> = paths
         .iter()
@@ -776,16 +776,16 @@ fn openapi_documents_exactly_the_routes() {
 #[test]
 fn openapi_documents_every_format_and_its_parameters() {
     use zarrd::http::output::{image::colormaps, FORMATS};
-    let doc: serde_yaml::Value = serde_yaml::from_str(include_str!("../../openapi.yaml")).unwrap();
+    let doc: serde_norway::Value = serde_norway::from_str(include_str!("../../openapi.yaml")).unwrap();
     let data = &doc["paths"]["/api/v1/data/{path}"];
-    let strings = |v: &serde_yaml::Value| -> Vec<String> {
+    let strings = |v: &serde_norway::Value| -> Vec<String> {
         v.as_sequence()
             .unwrap_or_else(|| panic!("not a list: {v:?}"))
             .iter()
             .map(|s| s.as_str().unwrap().to_string())
             .collect()
     };
-    let query: Vec<&serde_yaml::Value> = data["get"]["parameters"]
+    let query: Vec<&serde_norway::Value> = data["get"]["parameters"]
         .as_sequence()
         .unwrap()
         .iter()

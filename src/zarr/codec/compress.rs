@@ -424,8 +424,11 @@ mod tests {
         let mut joined = codec.encode(a.clone()).unwrap();
         joined.extend(codec.encode(b.clone()).unwrap());
         assert_eq!(codec.decode(joined).unwrap(), [a, b.clone()].concat());
-        // The streaming encoder does not know the size up front, so states none.
-        let unsized_frame = zstd::stream::encode_all(&b[..], 1).unwrap();
+        // A frame that states no size, as streaming writers make them.
+        let mut encoder = zstd::stream::Encoder::new(Vec::new(), 1).unwrap();
+        encoder.include_contentsize(false).unwrap();
+        std::io::Write::write_all(&mut encoder, &b).unwrap();
+        let unsized_frame = encoder.finish().unwrap();
         assert_eq!(
             zstd::zstd_safe::get_frame_content_size(&unsized_frame).unwrap(),
             None

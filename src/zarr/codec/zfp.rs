@@ -198,12 +198,16 @@ impl Zfpy {
 /// # Safety
 /// `data` must hold the field's elements for as long as the field is used.
 unsafe fn field_over(data: *mut c_void, kind: c_int, shape: &[usize]) -> *mut ZfpField {
-    match *shape {
-        [x] => zfp_field_1d(data, kind, x),
-        [y, x] => zfp_field_2d(data, kind, x, y),
-        [z, y, x] => zfp_field_3d(data, kind, x, y, z),
-        [w, z, y, x] => zfp_field_4d(data, kind, x, y, z, w),
-        _ => std::ptr::null_mut(),
+    // SAFETY: ZFP keeps `data` in the field without reading it here; the
+    // caller keeps it alive for as long as the field is used.
+    unsafe {
+        match *shape {
+            [x] => zfp_field_1d(data, kind, x),
+            [y, x] => zfp_field_2d(data, kind, x, y),
+            [z, y, x] => zfp_field_3d(data, kind, x, y, z),
+            [w, z, y, x] => zfp_field_4d(data, kind, x, y, z, w),
+            _ => std::ptr::null_mut(),
+        }
     }
 }
 
