@@ -319,7 +319,8 @@ impl Credential {
 
 fn hmac(key: &[u8], data: &[u8]) -> [u8; 32] {
     // HMAC takes keys of any length; this cannot fail.
-    let mut mac = <Hmac<Sha256> as hmac::KeyInit>::new_from_slice(key).expect("HMAC accepts any key length");
+    let mut mac =
+        <Hmac<Sha256> as hmac::KeyInit>::new_from_slice(key).expect("HMAC accepts any key length");
     mac.update(data);
     mac.finalize().into_bytes().into()
 }

@@ -666,6 +666,8 @@ pub mod chrono_like {
 }
 
 #[cfg(test)]
+mod suite;
+#[cfg(test)]
 mod tests;
 
 #[cfg(test)]

@@ -2,165 +2,18 @@
 //! read behaviours too), `reads_conform` for every backend, read-only ones
 //! declaring what they lack.
 
+use super::suite::{self, bytes_of, filled, filled_with, reads, Lacks, PLAIN, ZARR};
 use super::*;
-
-async fn conformance(store: Store) {
-    let k = |s: &str| StoreKey::new(s).unwrap();
-    assert!(store.get(&k("a/b")).await.unwrap().is_none());
-    assert!(store.head(&k("a/b")).await.unwrap().is_none());
-
-    let store = filled(store).await;
-    // The server's own folder exists (lock files are made beside the
-    // store), but no operation through the store reaches it.
-    store
-        .backend()
-        .put(
-            &path_of(&k("__zarrd/locks/x")),
-            Bytes::from_static(b"").into(),
-        )
-        .await
-        .unwrap();
-    for refused in [
-        store.put(&k("__zarrd/locks/x"), Bytes::new()).await.err(),
-        store.get(&k("__zarrd/locks/x")).await.err(),
-        store.delete(&k("__zarrd/locks/x")).await.err(),
-    ] {
-        assert!(
-            matches!(refused, Some(StoreError::InvalidKey { .. })),
-            "{refused:?}"
-        );
-    }
-
-    // Every read behaviour read-only backends run, then what only writable
-    // stores show.
-    reads_conform(&store, WRITABLE).await;
-    let (all, _) = store.get_suffix(&k("a/b"), 30).await.unwrap().unwrap();
-    assert_eq!(all.len(), 10);
-    let head = store.head(&k("a/b")).await.unwrap().unwrap();
-    assert_eq!(head.size, 10);
-    let etag = head.version.e_tag.clone().expect("backends report ETags");
-    streamed_reads(&store, &head).await;
-    assert!(matches!(
-        store.changed_since(&k("a/b"), &etag).await.unwrap(),
-        Change::Unchanged
-    ));
-    assert!(matches!(
-        store.changed_since(&k("nope"), &etag).await.unwrap(),
-        Change::Missing
-    ));
-    let root = store.list_dir(&StoreKey::root()).await.unwrap();
-    assert_eq!(
-        root.prefixes,
-        vec!["a".to_string()],
-        "internal prefix must be hidden"
-    );
-    let all = store.list_recursive(&k("a")).await.unwrap();
-    assert_eq!(all, vec![k("a/b"), k("a/c/d")]);
-    super::list::tests::pages_conform(&store).await;
-
-    // Create-only puts refuse an existing key.
-    let err = store
-        .put_with(&k("a/b"), Bytes::new(), PutCondition::Create)
-        .await
-        .unwrap_err();
-    assert!(matches!(err, StoreError::AlreadyExists { .. }), "{err}");
-    store
-        .put_with(&k("new"), Bytes::from_static(b"1"), PutCondition::Create)
-        .await
-        .unwrap();
-
-    store
-        .put(&k("a/b"), Bytes::from_static(b"changed!!!!"))
-        .await
-        .unwrap();
-    assert!(matches!(
-        store.changed_since(&k("a/b"), &etag).await.unwrap(),
-        Change::Changed(_)
-    ));
-    assert_eq!(store.delete_prefix(&k("a")).await.unwrap(), 2);
-    assert!(store.get(&k("a/c/d")).await.unwrap().is_none());
-    store.delete(&k("never-there")).await.unwrap();
-}
-
-async fn read_all(
-    store: &Store,
-    key: &str,
-    range: Option<StoreRange>,
-) -> Result<(GetResponse, Vec<u8>), StoreError> {
-    let key = StoreKey::new(key).unwrap();
-    let mut got = store.get_with(&key, GetRequest { range }).await?;
-    let mut body = Vec::new();
-    while let Some(part) = futures::StreamExt::next(&mut got.body).await {
-        body.extend_from_slice(&part?);
-    }
-    Ok((got, body))
-}
-
-/// Streamed reads (what raw GETs use) agree with `head` on the version and
-/// with each other on ranges, on every backend.
-async fn streamed_reads(store: &Store, head: &KeyMeta) {
-    let (got, body) = read_all(store, "a/b", None).await.unwrap();
-    assert_eq!(body, b"0123456789");
-    assert_eq!(
-        got.meta.version, head.version,
-        "streamed read and head disagree on the version"
-    );
-    assert_eq!(
-        got.meta.last_modified.seconds(),
-        head.last_modified.seconds()
-    );
-    let versioned = store
-        .get_versioned(&StoreKey::new("a/b").unwrap())
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(versioned.meta.version, head.version);
-    for (range, want, span) in [
-        (StoreRange::Bounded(2..5), &b"234"[..], 2..5),
-        (StoreRange::Bounded(8..50), b"89", 8..10),
-        (StoreRange::From(7), b"789", 7..10),
-        (StoreRange::Suffix(4), b"6789", 6..10),
-        (StoreRange::Suffix(40), b"0123456789", 0..10),
-    ] {
-        let (got, body) = read_all(store, "a/b", Some(range.clone())).await.unwrap();
-        assert_eq!(body, want, "{range:?}");
-        assert_eq!(got.range, span, "{range:?}");
-    }
-    for range in [StoreRange::Bounded(10..12), StoreRange::From(10)] {
-        let err = read_all(store, "a/b", Some(range)).await.err().unwrap();
-        assert!(
-            matches!(err, StoreError::RangeNotSatisfiable { size: 10, .. }),
-            "{err}"
-        );
-    }
-    for missing in ["nope", "a/b/below-a-value", "a"] {
-        let err = read_all(store, missing, None).await.err().unwrap();
-        assert!(
-            matches!(err, StoreError::NotFound { .. }),
-            "{missing}: {err}"
-        );
-    }
-    // Longer than one read block: streamed in pieces, all of it, in order.
-    let big: Vec<u8> = (0..(5u32 << 19)).map(|i| (i % 251) as u8).collect();
-    let key = StoreKey::new("big").unwrap();
-    store.put(&key, Bytes::from(big.clone())).await.unwrap();
-    assert_eq!(read_all(store, "big", None).await.unwrap().1, big);
-    let (_, tail) = read_all(store, "big", Some(StoreRange::From(1_000_000)))
-        .await
-        .unwrap();
-    assert_eq!(tail, &big[1_000_000..]);
-    store.delete(&key).await.unwrap();
-}
 
 #[tokio::test]
 async fn memory_store_conforms() {
-    conformance(Store::memory()).await;
+    suite::writable(Store::memory()).await;
 }
 
 #[tokio::test]
 async fn local_store_conforms() {
     let dir = tempfile::tempdir().unwrap();
-    conformance(Store::local(dir.path()).unwrap()).await;
+    suite::writable(Store::local(dir.path()).unwrap()).await;
 }
 
 #[tokio::test]
@@ -201,7 +54,7 @@ async fn local_store_with_files_kept_open_conforms() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::local(dir.path()).unwrap();
     store.keep_files_open(Some(std::time::Duration::from_secs(60)));
-    conformance(store.clone()).await;
+    suite::writable(store.clone()).await;
     no_lost_updates(store).await;
 }
 
@@ -553,182 +406,6 @@ async fn mounts_route_keys_by_their_first_segment() {
     .is_err());
 }
 
-/// What a backend cannot do, declared by each backend's test.
-#[derive(Debug, Clone, Copy)]
-struct Lacks {
-    /// No listings (plain HTTP servers have none).
-    listing: bool,
-    /// No writes (zip files, HTTP, read-only mounts).
-    writes: bool,
-}
-
-/// The values of a [`Store::get_many`] answer.
-fn bytes_of(values: Vec<Option<Versioned>>) -> Vec<Option<Bytes>> {
-    values.into_iter().map(|v| v.map(|v| v.bytes)).collect()
-}
-
-/// The named read behaviours every backend runs, on a store that holds
-/// `a/b` = "0123456789" and `a/c/d` = "x".
-async fn reads_conform(store: &Store, lacks: Lacks) {
-    let k = |s: &str| StoreKey::new(s).unwrap();
-    // whole values and misses
-    assert_eq!(
-        store.get(&k("a/b")).await.unwrap().unwrap(),
-        &b"0123456789"[..]
-    );
-    assert!(store.get(&k("a/nope")).await.unwrap().is_none());
-    assert!(store.head(&k("a/nope")).await.unwrap().is_none());
-    // several values at once, in the order asked, misses as `None`
-    let many = store
-        .get_many(&[k("a/c/d"), k("a/nope"), k("a/b"), k("a/c/d")], u64::MAX)
-        .await
-        .unwrap();
-    // each with the version a single read reports
-    let single = store.get_versioned(&k("a/b")).await.unwrap().unwrap();
-    assert_eq!(many[2].as_ref().unwrap().meta.version, single.meta.version);
-    assert_eq!(
-        bytes_of(many),
-        vec![
-            Some(Bytes::from_static(b"x")),
-            None,
-            Some(Bytes::from_static(b"0123456789")),
-            Some(Bytes::from_static(b"x")),
-        ]
-    );
-    // ... and stop once past the byte budget, at least one value answered,
-    // the rest left for the next call
-    let keys = [
-        k("a/b"),
-        k("a/nope"),
-        k("a/c/d"),
-        k("a/b"),
-        k("a/b"),
-        k("a/b"),
-    ];
-    let all = bytes_of(store.get_many(&keys, u64::MAX).await.unwrap());
-    assert_eq!(all.len(), keys.len());
-    let some = bytes_of(store.get_many(&keys, 0).await.unwrap());
-    assert!(
-        (1..keys.len()).contains(&some.len()),
-        "{} values",
-        some.len()
-    );
-    let rest = bytes_of(store.get_many(&keys[some.len()..], 0).await.unwrap());
-    assert_eq!(&all[..some.len()], &some[..]);
-    assert_eq!(&all[some.len()..][..rest.len()], &rest[..]);
-    assert!(store.get_many(&[], 0).await.unwrap().is_empty());
-    assert!(matches!(
-        store
-            .get_many(&[k("a/b"), k("__zarrd/locks/x")], u64::MAX)
-            .await,
-        Err(StoreError::InvalidKey { .. })
-    ));
-    // whether values changed since a version, several at once
-    let now = store.head(&k("a/b")).await.unwrap().unwrap();
-    let e_tag = now.version.e_tag.clone();
-    if e_tag.is_some() {
-        let asks = [
-            (k("a/b"), e_tag.clone()),
-            (k("a/b"), Some("\"other\"".to_string())),
-            (k("a/nope"), None),
-            (k("a/b"), None),
-            (k("a/nope"), e_tag),
-        ];
-        let changes = store.changed_since_many(&asks).await.unwrap();
-        assert!(
-            matches!(
-                &changes[..],
-                [
-                    Change::Unchanged,
-                    Change::Changed(m),
-                    Change::Missing,
-                    Change::Changed(_),
-                    Change::Missing
-                ] if m.version == now.version
-            ),
-            "{changes:?}"
-        );
-    }
-    assert!(store.changed_since_many(&[]).await.unwrap().is_empty());
-    // ranges, suffixes, vectored ranges
-    assert_eq!(store.get_range(&k("a/b"), 2..5).await.unwrap(), &b"234"[..]);
-    let (suffix, meta) = store.get_suffix(&k("a/b"), 3).await.unwrap().unwrap();
-    assert_eq!((suffix.as_ref(), meta.size), (&b"789"[..], 10));
-    let head = store.head(&k("a/b")).await.unwrap().unwrap();
-    assert_eq!(
-        meta.version, head.version,
-        "a suffix says which version it is of"
-    );
-    let (all, _) = store.get_suffix(&k("a/b"), 30).await.unwrap().unwrap();
-    assert_eq!(all.as_ref(), &b"0123456789"[..]);
-    assert!(store.get_suffix(&k("a/nope"), 3).await.unwrap().is_none());
-    let parts = store.get_ranges(&k("a/b"), &[0..1, 8..10]).await.unwrap();
-    assert_eq!(
-        parts,
-        vec![Bytes::from_static(b"0"), Bytes::from_static(b"89")]
-    );
-    // versions: ranges pinned to the ETag a head reported, refused for another
-    let head = store.head(&k("a/b")).await.unwrap().unwrap();
-    assert_eq!(head.size, 10);
-    let etag = head.version.e_tag.clone().expect("backends report ETags");
-    let pinned = store
-        .get_ranges_at(&k("a/b"), &[3..6, 9..10], Some(&etag))
-        .await;
-    assert_eq!(
-        pinned.unwrap(),
-        vec![Bytes::from_static(b"345"), Bytes::from_static(b"9")]
-    );
-    let stale = store
-        .get_ranges_at(&k("a/b"), &[3..6, 9..10], Some("\"not-the-version\""))
-        .await;
-    assert!(
-        matches!(stale, Err(StoreError::Precondition { .. })),
-        "{stale:?}"
-    );
-    // streamed reads agree with head
-    let (got, body) = read_all(store, "a/b", Some(StoreRange::Suffix(4)))
-        .await
-        .unwrap();
-    assert_eq!((body.as_slice(), got.range), (&b"6789"[..], 6..10));
-    // the server's folder is refused on reads too
-    assert!(matches!(
-        store.get(&k("__zarrd/locks/x")).await,
-        Err(StoreError::InvalidKey { .. })
-    ));
-    if !lacks.listing {
-        let level = store.list_dir(&k("a")).await.unwrap();
-        assert_eq!(
-            (level.keys, level.prefixes),
-            (vec!["b".to_string()], vec!["c".to_string()])
-        );
-        assert_eq!(store.list_sizes(&k("a")).await.unwrap().len(), 2);
-    }
-    if lacks.writes {
-        assert!(matches!(
-            store.put(&k("a/new"), Bytes::from_static(b"v")).await,
-            Err(StoreError::ReadOnly { .. }) | Err(StoreError::NotSupported { .. })
-        ));
-    }
-}
-
-async fn filled(store: Store) -> Store {
-    let k = |s: &str| StoreKey::new(s).unwrap();
-    store
-        .put(&k("a/b"), Bytes::from_static(b"0123456789"))
-        .await
-        .unwrap();
-    store
-        .put(&k("a/c/d"), Bytes::from_static(b"x"))
-        .await
-        .unwrap();
-    store
-}
-
-const WRITABLE: Lacks = Lacks {
-    listing: false,
-    writes: false,
-};
-
 #[tokio::test]
 async fn read_only_mounts_read_conform() {
     let root = Store::memory();
@@ -822,7 +499,7 @@ async fn zip_store_reads_conform() {
         listing: false,
         writes: true,
     };
-    reads_conform(&store, lacks).await;
+    reads(&store, &PLAIN, lacks).await;
 }
 
 /// zarrd itself, serving a memory store on loopback through `app`'s
@@ -842,7 +519,7 @@ async fn reads_conform_over_http(app: impl FnOnce(axum::Router) -> axum::Router)
         listing: true,
         writes: true,
     };
-    reads_conform(&store, lacks).await;
+    reads(&store, &PLAIN, lacks).await;
     server.abort();
 }
 
@@ -987,9 +664,9 @@ mod emulators {
             let root = object_store::path::Path::from(root);
             backends::store_below(bucket, &root, &format!("s3://{name}/{root}"))
         };
-        conformance(s3("suite", "")).await;
+        suite::writable(s3("suite", "")).await;
         // Below a folder of the bucket, as `s3://bucket/folder` opens it.
-        conformance(s3("suite", "deep/er")).await;
+        suite::writable(s3("suite", "deep/er")).await;
         a_level_page_is_one_listing_call(s3_bucket("suite")).await;
     }
 
@@ -1031,7 +708,7 @@ mod emulators {
             let bucket = backends::Bucket::paged(inner);
             backends::store_below(bucket, &Default::default(), &format!("az://{container}"))
         };
-        conformance(azure("suite")).await;
+        suite::writable(azure("suite")).await;
     }
 
     /// A bucket's paged listing, counting its calls.
@@ -1092,4 +769,64 @@ mod emulators {
         assert_eq!(last, names[1041..]);
         assert_eq!(calls(), 2);
     }
+}
+
+/// A kerchunk reference set: `a/b` a range of a file beside the set, `a/c/d`
+/// a value inline.
+#[tokio::test]
+async fn kerchunk_references_read_conform() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("data.bin"), b"..0123456789..").unwrap();
+    let set = dir.path().join("refs.json");
+    let refs =
+        serde_json::json!({"version": 1, "refs": {"a/b": ["data.bin", 2, 10], "a/c/d": "x"}});
+    std::fs::write(&set, refs.to_string()).unwrap();
+    let store = Store::references(set.to_str().unwrap(), &[]).await.unwrap();
+    let lacks = Lacks {
+        listing: false,
+        writes: true,
+    };
+    reads(&store, &PLAIN, lacks).await;
+}
+
+/// An Icechunk repository whose `main` holds the suite's values, written
+/// through zarrd's own transaction.
+async fn icechunk_repository(dir: &std::path::Path) -> Store {
+    let storage = icechunk::new_local_filesystem_storage(dir).await.unwrap();
+    icechunk::Repository::create(storage)
+        .execute()
+        .await
+        .unwrap();
+    let repo = Store::icechunk(dir.to_str().unwrap(), &[]).await.unwrap();
+    let pending = repo.begin(&StoreKey::root()).await.unwrap().unwrap();
+    filled_with(pending.store.clone(), &ZARR).await;
+    pending
+        .transaction
+        .commit("the suite's values")
+        .await
+        .unwrap();
+    repo
+}
+
+/// Icechunk: a branch read through the repository, and the suite's
+/// writes in a transaction on a branch, committed.
+#[tokio::test]
+async fn icechunk_reads_and_branch_writes_conform() {
+    let dir = tempfile::tempdir().unwrap();
+    let repo = icechunk_repository(dir.path()).await;
+    let lacks = Lacks {
+        listing: false,
+        writes: true,
+    };
+    // Reads of `main` pin it to the commit they start at.
+    reads(&repo, &ZARR, lacks).await;
+    // Writes go through a transaction: a store over the branch's session.
+    let pending = repo.begin(&StoreKey::root()).await.unwrap().unwrap();
+    let session = pending.store.clone();
+    reads(&session, &ZARR, suite::WRITABLE).await;
+    suite::create_only_puts(&session, &ZARR).await;
+    pending.transaction.commit("suite").await.unwrap();
+    // The commit is what the repository reads now.
+    let new = StoreKey::new(ZARR.new).unwrap();
+    assert!(repo.get(&new).await.unwrap().is_some());
 }

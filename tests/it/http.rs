@@ -728,7 +728,8 @@ async fn oversized_headers_are_refused_with_431() {
 
 #[test]
 fn openapi_documents_exactly_the_routes() {
-    let doc: serde_norway::Value = serde_norway::from_str(include_str!("../../openapi.yaml")).unwrap();
+    let doc: serde_norway::Value =
+        serde_norway::from_str(include_str!("../../openapi.yaml")).unwrap();
     let paths = doc["paths"].as_mapping().unwrap();
     let mut documented: Vec<(String, Vec<String>)> = paths
         .iter()
@@ -776,7 +777,8 @@ fn openapi_documents_exactly_the_routes() {
 #[test]
 fn openapi_documents_every_format_and_its_parameters() {
     use zarrd::http::output::{image::colormaps, FORMATS};
-    let doc: serde_norway::Value = serde_norway::from_str(include_str!("../../openapi.yaml")).unwrap();
+    let doc: serde_norway::Value =
+        serde_norway::from_str(include_str!("../../openapi.yaml")).unwrap();
     let data = &doc["paths"]["/api/v1/data/{path}"];
     let strings = |v: &serde_norway::Value| -> Vec<String> {
         v.as_sequence()
