@@ -3,23 +3,22 @@
 //! the server read or write goes through here.
 
 mod backends;
-mod confined;
+mod dir;
 mod error;
 mod get;
-mod icechunk_repo;
-mod icechunk_session;
+mod icechunk;
 mod key;
 mod list;
-mod local;
-mod open_files;
 mod pages;
 mod read_only;
 mod references;
 pub mod source;
 mod transaction;
 pub mod update;
-mod walk;
 mod zip;
+
+use dir::{confined, local, walk};
+use icechunk::{repo as icechunk_repo, session as icechunk_session};
 
 pub use confined::{Escape, NameTooLong, UploadName};
 pub use error::StoreError;

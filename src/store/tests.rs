@@ -792,8 +792,8 @@ async fn kerchunk_references_read_conform() {
 /// An Icechunk repository whose `main` holds the suite's values, written
 /// through zarrd's own transaction.
 async fn icechunk_repository(dir: &std::path::Path) -> Store {
-    let storage = icechunk::new_local_filesystem_storage(dir).await.unwrap();
-    icechunk::Repository::create(storage)
+    let storage = ::icechunk::new_local_filesystem_storage(dir).await.unwrap();
+    ::icechunk::Repository::create(storage)
         .execute()
         .await
         .unwrap();

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
-use super::KeyMeta;
+use crate::store::KeyMeta;
 
 /// Files one directory store keeps open at most (each one file
 /// descriptor), and at most an eighth of the process's descriptor limit.
@@ -54,14 +54,14 @@ const MAX_TTL: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// A file as it was opened: the handle and the value's size and version then.
 #[derive(Debug)]
-pub(super) struct OpenFile {
+pub(in crate::store) struct OpenFile {
     pub file: File,
     pub meta: KeyMeta,
 }
 
 /// Open files by location (the key below the directory); empty (and every lookup a miss) until enabled.
 #[derive(Default)]
-pub(super) struct OpenFiles {
+pub(in crate::store) struct OpenFiles {
     cache: OnceLock<moka::sync::Cache<String, Arc<OpenFile>>>,
     /// Counts writes, so that a file opened before a write cannot be
     /// remembered after it (see [`OpenFiles::remember`]); striped by key, so
@@ -152,7 +152,7 @@ impl OpenFiles {
 /// `len` bytes at `offset` if the page cache holds all of them; `None` when
 /// reading would block (or the file system cannot tell), and the caller
 /// reads on the blocking pool instead.
-pub(super) fn read_cached(file: &File, offset: u64, len: usize) -> Option<Vec<u8>> {
+pub(in crate::store) fn read_cached(file: &File, offset: u64, len: usize) -> Option<Vec<u8>> {
     let offset = i64::try_from(offset).ok()?;
     let mut buf: Vec<u8> = Vec::with_capacity(len);
     let iov = libc::iovec {

@@ -26,7 +26,7 @@ use object_store::{
 use sha2::{Digest, Sha256};
 use tokio::sync::RwLock;
 
-use super::StoreError;
+use crate::store::StoreError;
 
 /// The folder of a key that names a version: `__version/{ref}/{key}`.
 pub const VERSION_FOLDER: &str = "__version";
@@ -104,7 +104,7 @@ impl std::fmt::Display for Repo {
     }
 }
 
-pub(super) fn generic(message: impl Into<String>) -> object_store::Error {
+pub(in crate::store) fn generic(message: impl Into<String>) -> object_store::Error {
     object_store::Error::Generic {
         store: "icechunk",
         source: message.into().into(),
@@ -129,7 +129,7 @@ fn not_found(key: &str, why: impl std::fmt::Display) -> object_store::Error {
 fn read_only() -> object_store::Error {
     object_store::Error::Generic {
         store: "icechunk",
-        source: Box::new(super::read_only::Refused(
+        source: Box::new(crate::store::read_only::Refused(
             "of an Icechunk repository (writes to its keys would bypass its transactions)".into(),
         )),
     }
@@ -145,7 +145,7 @@ fn prefix_of(url: &url::Url) -> Option<String> {
 /// (credentials, region and endpoint from the usual `AWS_*` variables),
 /// `gs://bucket/prefix` or `az://container/prefix`.
 async fn storage(location: &str) -> Result<Arc<dyn icechunk::Storage + Send + Sync>, String> {
-    let url = super::references::location_url(location)?;
+    let url = crate::store::references::location_url(location)?;
     match url.scheme() {
         "file" => icechunk::new_local_filesystem_storage(std::path::Path::new(url.path()))
             .await
@@ -244,7 +244,7 @@ impl Repo {
             })
             .filter(|prefix| {
                 allowed.iter().any(|a| {
-                    super::references::location_url(a)
+                    crate::store::references::location_url(a)
                         .map(|u| {
                             let mut u = u.to_string();
                             if !u.ends_with('/') {
@@ -277,24 +277,24 @@ impl Repo {
             repo,
             source: location.to_string(),
             snapshots: moka::future::Cache::new(OPEN_SNAPSHOTS),
-            url: super::references::location_url(location)
+            url: crate::store::references::location_url(location)
                 .map(|u| u.to_string())
                 .unwrap_or_else(|_| location.to_string()),
         })))
     }
 
-    pub(super) fn repo(&self) -> &icechunk::Repository {
+    pub(in crate::store) fn repo(&self) -> &icechunk::Repository {
         &self.repo
     }
 
     /// Where the repository lives, as configured.
-    pub(super) fn source(&self) -> &str {
+    pub(in crate::store) fn source(&self) -> &str {
         &self.source
     }
 
     /// The turn of `branch`'s writers in this server, whichever mount of
     /// the repository they write through.
-    pub(super) fn branch_turn(&self, branch: &str) -> Arc<tokio::sync::Mutex<()>> {
+    pub(in crate::store) fn branch_turn(&self, branch: &str) -> Arc<tokio::sync::Mutex<()>> {
         /// By repository URL and branch.
         type Turns = std::sync::Mutex<HashMap<(String, String), Arc<tokio::sync::Mutex<()>>>>;
         static TURNS: std::sync::LazyLock<Turns> = std::sync::LazyLock::new(Default::default);
@@ -306,17 +306,20 @@ impl Repo {
     }
 
     /// The id of the snapshot `reference` points at now.
-    pub(super) async fn snapshot_of(&self, reference: &str) -> Result<String, StoreError> {
+    pub(in crate::store) async fn snapshot_of(
+        &self,
+        reference: &str,
+    ) -> Result<String, StoreError> {
         let (id, _) = self
             .resolve(reference)
             .await
-            .map_err(|e| StoreError::from_backend(&super::StoreKey::root(), e))?;
+            .map_err(|e| StoreError::from_backend(&crate::store::StoreKey::root(), e))?;
         Ok(id.to_string())
     }
 
     /// The snapshot a ref names: a branch's tip, a tag's snapshot, or a
     /// snapshot id; and whether it was named by id (so can never change).
-    pub(super) async fn resolve(
+    pub(in crate::store) async fn resolve(
         &self,
         reference: &str,
     ) -> object_store::Result<(SnapshotId, bool)> {
@@ -436,7 +439,7 @@ impl Repo {
     }
 
     /// Size, validator and version of a key at a snapshot.
-    pub(super) fn meta(
+    pub(in crate::store) fn meta(
         location: &Path,
         at: (&SnapshotId, DateTime<Utc>),
         pinned: bool,
@@ -459,7 +462,7 @@ impl Repo {
         }
     }
 
-    pub(super) async fn size(
+    pub(in crate::store) async fn size(
         store: &icechunk::Store,
         key: &str,
         shown: &str,
@@ -485,7 +488,10 @@ impl Repo {
 /// (or could not hold: Icechunk knows only Zarr v3 keys) is missing; a
 /// virtual chunk whose file is missing or short is a broken reference,
 /// naming where it points; anything else is the backend's error.
-pub(super) fn icechunk_error(key: &str, e: icechunk::store::StoreError) -> object_store::Error {
+pub(in crate::store) fn icechunk_error(
+    key: &str,
+    e: icechunk::store::StoreError,
+) -> object_store::Error {
     icechunk_error_at(key, e, None)
 }
 
@@ -521,7 +527,7 @@ async fn virtual_target(store: &icechunk::Store, key: &str) -> Option<String> {
 /// `options` of the key `key` of a snapshot's (or session's) store, whose
 /// size and validator `meta` gives: a virtual chunk that cannot be read is
 /// named with the file it points into.
-pub(super) async fn read(
+pub(in crate::store) async fn read(
     store: &icechunk::Store,
     location: &Path,
     key: &str,
@@ -529,7 +535,7 @@ pub(super) async fn read(
     options: GetOptions,
 ) -> object_store::Result<GetResult> {
     options.check_preconditions(&meta)?;
-    let range = super::get::requested(
+    let range = crate::store::get::requested(
         "icechunk",
         location.as_ref(),
         options.range.as_ref(),
@@ -546,7 +552,7 @@ pub(super) async fn read(
             }
         }
     };
-    Ok(super::get::in_memory(bytes, meta, range))
+    Ok(crate::store::get::in_memory(bytes, meta, range))
 }
 
 /// [`icechunk_error`], naming the file a virtual chunk points into.
@@ -567,7 +573,7 @@ fn icechunk_error_at(
         StoreErrorKind::SessionError(SessionErrorKind::VirtualReferenceError(v)) => {
             object_store::Error::Generic {
                 store: "icechunk",
-                source: Box::new(super::references::Broken {
+                source: Box::new(crate::store::references::Broken {
                     key: key.to_string(),
                     reason: match &target {
                         Some(t) => format!("its virtual chunk ({t}) cannot be read: {v}"),
@@ -655,7 +661,7 @@ impl Repo {
 
 /// One level below `key` of a snapshot's (or session's) store, named as
 /// below `location`, the store path that reached it.
-pub(super) async fn list_dir_at(
+pub(in crate::store) async fn list_dir_at(
     store: &icechunk::Store,
     at: (&SnapshotId, DateTime<Utc>),
     pinned: bool,
@@ -707,7 +713,7 @@ pub(super) async fn list_dir_at(
 
 /// Every key below `key` of a snapshot's (or session's) store, named as
 /// below `location`.
-pub(super) async fn list_all_at(
+pub(in crate::store) async fn list_all_at(
     store: &icechunk::Store,
     at: (&SnapshotId, DateTime<Utc>),
     pinned: bool,
@@ -738,5 +744,5 @@ pub(super) async fn list_all_at(
 }
 
 #[cfg(test)]
-#[path = "icechunk_repo_tests.rs"]
+#[path = "repo_tests.rs"]
 mod tests;

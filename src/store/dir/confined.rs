@@ -38,7 +38,7 @@ use object_store::{
 };
 
 use super::walk::{self, Walk};
-use super::INTERNAL_PREFIX;
+use crate::store::INTERNAL_PREFIX;
 
 /// A location whose path passes through a symbolic link.
 #[derive(Debug, thiserror::Error)]
@@ -68,7 +68,7 @@ pub struct ConfinedDir {
     /// The root, open, for opening files beneath it without following links.
     root_dir: File,
     /// Files kept open for reads; every write here forgets what it replaces.
-    pub(super) open_files: super::open_files::OpenFiles,
+    pub(in crate::store) open_files: super::open_files::OpenFiles,
     /// Whether the root's file system answers opens of cached paths and
     /// `fstat` from memory (see [`ConfinedDir::open_read_at_once`]).
     in_memory_when_cached: bool,
@@ -401,7 +401,7 @@ impl ConfinedDir {
                     below.push(path);
                 } else if self
                     .location(&path)
-                    .is_some_and(|k| super::StoreKey::new(k.as_ref()).is_ok())
+                    .is_some_and(|k| crate::store::StoreKey::new(k.as_ref()).is_ok())
                 {
                     return true;
                 }
@@ -424,7 +424,7 @@ impl walk::Rules for WalkRules {
     type Meta = ObjectMeta;
     fn lists(&self, path: &std::path::Path, name: &str, dir: bool) -> bool {
         let reserved = name == INTERNAL_PREFIX && path == self.0.root;
-        !reserved && (dir || !upload_name(name)) && super::StoreKey::new(name).is_ok()
+        !reserved && (dir || !upload_name(name)) && crate::store::StoreKey::new(name).is_ok()
     }
     fn meta(&self, path: &std::path::Path, _key: &str) -> Option<ObjectMeta> {
         let meta = self.0.resolve(path)?;
@@ -439,7 +439,7 @@ impl ConfinedDir {
     /// Up to `limit` of the files and folders (keys ending in `/`, those
     /// holding files) directly in the folder `prefix` names, in key order,
     /// after `offset`; keys relative to the folder. Blocking.
-    pub(super) fn list_level(
+    pub(in crate::store) fn list_level(
         self: &Arc<Self>,
         prefix: Option<&Path>,
         offset: Option<String>,
@@ -802,7 +802,7 @@ fn local_file_system(_dir: &File) -> bool {
 /// taken, unless the test script, by `ZARRD_REQUIRE_OPEN_AT_ONCE`, says
 /// this machine must take it.
 #[cfg(test)]
-pub(super) fn opens_at_once(dir: &ConfinedDir) -> bool {
+pub(in crate::store) fn opens_at_once(dir: &ConfinedDir) -> bool {
     if !dir.in_memory_when_cached {
         assert!(
             std::env::var_os("ZARRD_REQUIRE_OPEN_AT_ONCE").is_none(),

@@ -28,8 +28,8 @@ use object_store::{
 };
 use tokio::sync::{OwnedMutexGuard, RwLock};
 
-use super::icechunk_repo::{self as repo, Repo, VERSION_FOLDER};
-use super::StoreError;
+use super::repo::{self as repo, Repo, VERSION_FOLDER};
+use crate::store::StoreError;
 
 /// How many times a commit is rebased over other writers' commits before
 /// the write is refused as a conflict.
@@ -96,7 +96,7 @@ impl Repo {
                         self.source()
                     ),
                 },
-                Err(e) => StoreError::from_backend(&super::StoreKey::root(), e),
+                Err(e) => StoreError::from_backend(&crate::store::StoreKey::root(), e),
             });
         }
         let turn = self.branch_turn(reference).lock_owned().await;

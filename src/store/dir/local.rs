@@ -31,11 +31,11 @@ use futures::stream::BoxStream;
 use futures::StreamExt;
 use object_store::GetRange;
 
-use super::chrono_like::Timestamp;
 use super::confined::{Attempt, ConfinedDir};
 use super::open_files::read_cached;
-pub(super) use super::open_files::OpenFile;
-use super::{
+pub(in crate::store) use super::open_files::OpenFile;
+use crate::store::chrono_like::Timestamp;
+use crate::store::{
     path_of, Change, GetResponse, KeyMeta, StoreError, StoreKey, StoreRange, Version, Versioned,
 };
 
@@ -53,19 +53,19 @@ type Opened = (Arc<OpenFile>, Range<u64>, Bytes);
 
 /// Reads of one local directory, confined to it as every other access is.
 #[derive(Debug, Clone)]
-pub(super) struct LocalReads {
+pub(in crate::store) struct LocalReads {
     dir: Arc<ConfinedDir>,
 }
 
 impl LocalReads {
-    pub(super) fn new(dir: Arc<ConfinedDir>) -> Self {
+    pub(in crate::store) fn new(dir: Arc<ConfinedDir>) -> Self {
         LocalReads { dir }
     }
 
     /// Up to `limit` files and folders directly below `key`, in key order
     /// after `offset` (relative to the folder): see
     /// [`ConfinedDir::list_level`].
-    pub(super) async fn list_level(
+    pub(in crate::store) async fn list_level(
         &self,
         key: &StoreKey,
         offset: Option<String>,
@@ -87,12 +87,12 @@ impl LocalReads {
     }
 
     /// Whether `other` reads the same directory.
-    pub(super) fn same_dir(&self, other: &LocalReads) -> bool {
+    pub(in crate::store) fn same_dir(&self, other: &LocalReads) -> bool {
         Arc::ptr_eq(&self.dir, &other.dir)
     }
 
     /// Keep files open between reads for `ttl` (see [`super::open_files`]).
-    pub(super) fn keep_files_open(&self, ttl: Option<std::time::Duration>) {
+    pub(in crate::store) fn keep_files_open(&self, ttl: Option<std::time::Duration>) {
         self.dir.open_files.enable(ttl);
     }
 
@@ -147,8 +147,8 @@ impl LocalReads {
     /// the rest in one trip to the blocking pool (a window over many small
     /// chunks otherwise pays a thread hand-off per file, more than reading
     /// it). `None` for a missing key. Stops before a file that would take
-    /// the bytes read past `budget` (see [`super::Store::get_many`]).
-    pub(super) async fn get_many_whole(
+    /// the bytes read past `budget` (see [`crate::store::Store::get_many`]).
+    pub(in crate::store) async fn get_many_whole(
         &self,
         keys: Vec<StoreKey>,
         budget: u64,
@@ -213,10 +213,10 @@ impl LocalReads {
     }
 
     /// Whether each file still has the ETag given (see
-    /// [`super::Store::changed_since_many`]). Files are opened as they are
+    /// [`crate::store::Store::changed_since_many`]). Files are opened as they are
     /// now and not kept: the first few on this thread while the kernel can
     /// open them without waiting, the rest in one trip to the blocking pool.
-    pub(super) async fn changed_since_many(
+    pub(in crate::store) async fn changed_since_many(
         &self,
         keys: Vec<StoreKey>,
         e_tags: Vec<Option<String>>,
@@ -306,7 +306,7 @@ impl LocalReads {
     /// Ranges of the version of the value whose ETag is `e_tag`, read
     /// through one open file: a rename that replaces the file meanwhile
     /// does not change what this handle reads.
-    pub(super) async fn get_ranges_at(
+    pub(in crate::store) async fn get_ranges_at(
         &self,
         key: &StoreKey,
         ranges: &[Range<u64>],
@@ -365,7 +365,7 @@ impl LocalReads {
     /// The value (or a range of it) as a stream of blocks, from a file kept
     /// open when there is one (what a raw GET serves: as fresh as
     /// `--recheck-cached` allows). `None` when the key is missing.
-    pub(super) async fn get(
+    pub(in crate::store) async fn get(
         &self,
         key: &StoreKey,
         range: Option<StoreRange>,
@@ -389,7 +389,7 @@ impl LocalReads {
     /// load cache entries and decide read-modify-writes, which must not
     /// start from a file another process has since replaced. `None` when
     /// missing.
-    pub(super) async fn get_whole(
+    pub(in crate::store) async fn get_whole(
         &self,
         key: &StoreKey,
     ) -> Result<Option<(Bytes, KeyMeta)>, StoreError> {
@@ -402,7 +402,7 @@ impl LocalReads {
     /// The last `n` bytes of the file as it is now (all of it when
     /// shorter), with its size and version, in one trip to the blocking
     /// pool. `None` when missing.
-    pub(super) async fn get_suffix(
+    pub(in crate::store) async fn get_suffix(
         &self,
         key: &StoreKey,
         n: u64,
@@ -658,7 +658,7 @@ fn io_error(key: &StoreKey, e: std::io::Error) -> StoreError {
 /// `GetResultPayload::File`), `range` of it 1 MiB at a time: object_store
 /// would stream it in 8 KiB reads, each a trip to the blocking pool (a
 /// 1 MiB chunk: 128 trips, and as many threads started under load).
-pub(super) fn handed_file_stream(
+pub(in crate::store) fn handed_file_stream(
     file: std::fs::File,
     meta: KeyMeta,
     range: Range<u64>,
@@ -669,7 +669,7 @@ pub(super) fn handed_file_stream(
 
 /// Bytes of an open file in `range`, 1 MiB at a time: from the page cache
 /// in place when it holds them, else on the blocking pool.
-pub(super) fn file_stream(
+pub(in crate::store) fn file_stream(
     file: Arc<OpenFile>,
     range: Range<u64>,
     key: StoreKey,
