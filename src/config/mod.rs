@@ -471,6 +471,53 @@ mod tests {
         }
     }
 
+    /// Every flag takes its values as its file key does: sizes with units,
+    /// seconds, booleans after `=`.
+    #[test]
+    fn flags_take_values_with_their_units() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            serve: ServeArgs,
+        }
+        let cli = Cli::try_parse_from([
+            "zarrd",
+            "--memory-budget",
+            "1GiB",
+            "--cache-size",
+            "64MiB",
+            "--json-limit",
+            "1MB",
+            "--response-limit",
+            "2GiB",
+            "--max-body-size",
+            "1KiB",
+            "--max-header-bytes",
+            "8KiB",
+            "--body-timeout",
+            "5",
+            "--read-only=false",
+            "--demo",
+            "/data",
+        ])
+        .unwrap();
+        let c = Config::resolve(cli.serve).unwrap();
+        assert_eq!(
+            (
+                c.memory_budget,
+                c.cache_size,
+                c.json_limit,
+                c.response_limit
+            ),
+            (1 << 30, 64 << 20, 1_000_000, 2 << 30)
+        );
+        assert_eq!((c.max_body_size, c.max_header_bytes), (1 << 10, 8 << 10));
+        assert_eq!(c.body_timeout, Duration::from_secs(5));
+        assert!(c.demo && !c.read_only);
+        assert_eq!(c.root, "/data");
+    }
+
     #[test]
     fn the_declared_defaults_are_valid() {
         let c = Config::resolve(ServeArgs::default()).unwrap();

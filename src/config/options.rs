@@ -128,7 +128,7 @@ options! {
     /// thumbnails, consolidated metadata, request bodies) may hold at once,
     /// e.g. 2GiB, at least 256MiB; past it requests wait a second, then get
     /// 503
-    #[arg(long, env = "ZARRD_MEMORY_BUDGET")]
+    #[arg(long, env = "ZARRD_MEMORY_BUDGET", value_parser = parse_size)]
     #[serde(deserialize_with = "file::size")]
     memory_budget: u64 = ("half the container's memory limit (else the machine's) less `--cache-size`, at least `256MiB`");
     /// Revalidate cached data: never, always, or after N seconds
