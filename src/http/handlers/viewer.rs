@@ -43,6 +43,7 @@ static ASSETS: &[Asset] = assets![
     "hover.js",
     "lineplot.js",
     "meta.js",
+    "provider.js",
     "snippets.js",
     "state.js",
     "table.js",

@@ -3,6 +3,7 @@
 // what is shown and keeps the address in step.
 
 import * as api from "./api.js";
+import { httpProvider } from "./provider.js";
 import { Tree, viewHref } from "./tree.js";
 import { renderMeta, renderChunkGrid } from "./meta.js";
 import { Heatmap } from "./heatmap.js";
@@ -26,11 +27,14 @@ let aspectChoice = null;
 
 // ---- modules ----------------------------------------------------------------
 
-const hover = new Hover($("hover"));
-const dims = new DimControls({ container: $("selection-bar"), onChange: (patch, mode) => setState(patch, mode) });
+// Every view reads through this one data source (provider.js).
+const provider = httpProvider;
+const hover = new Hover($("hover"), provider);
+const dims = new DimControls({ provider, container: $("selection-bar"), onChange: (patch, mode) => setState(patch, mode) });
 let heatmap;
 let line;
 const table = new TableView({
+  provider,
   table: $("values"),
   info: $("table-info"),
   message: $("table-message"),
@@ -49,6 +53,7 @@ const table = new TableView({
 });
 
 const tree = new Tree({
+  provider,
   root: $("tree"),
   search: $("search"),
   status: $("tree-status"),
@@ -224,7 +229,7 @@ async function openNode(path, params, mode, keepPrefs = false, reload = false) {
   document.body.classList.add("node-loading");
   let meta;
   try {
-    meta = await api.getJSON(api.urls.meta(path), { signal: controller.signal, primary: true, report: path !== "" });
+    meta = await provider.meta(path, { signal: controller.signal, primary: true, report: path !== "" });
   } catch (e) {
     if (api.isAbort(e)) return;
     if (path === "" && e.status === 404) {
@@ -410,7 +415,7 @@ function loadChunks() {
   chunksFor = m;
   if (chunkController) chunkController.abort();
   chunkController = new AbortController();
-  renderChunkGrid($("chunk-grid"), m, chunkController.signal).catch((e) => {
+  renderChunkGrid($("chunk-grid"), m, chunkController.signal, provider).catch((e) => {
     if (!api.isAbort(e)) $("chunk-grid").textContent = `The chunks could not be listed: ${e.message}`;
   });
 }
@@ -573,12 +578,13 @@ async function start() {
   setupToken();
   setTreeOpen(!NARROW.matches);
   try {
-    env.settings = await api.getJSON(api.urls.settings(), { report: false });
+    env.settings = await provider.settings({ report: false });
   } catch {
     // An older server without the settings document: the defaults do.
   }
   $("server-version").textContent = env.settings.version ? `zarrd ${env.settings.version}` : "";
   heatmap = new Heatmap({
+    provider,
     container: $("heatmap"),
     image: $("heatmap-image"),
     message: $("heatmap-message"),
@@ -596,6 +602,7 @@ async function start() {
     },
   });
   line = new LinePlot({
+    provider,
     container: $("lineplot-box"),
     plot: $("lineplot"),
     message: $("lineplot-message"),

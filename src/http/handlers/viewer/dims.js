@@ -2,7 +2,6 @@
 // for every other one, labelled with the dimension's name and, where a
 // coordinate array exists, the coordinate at the chosen index.
 
-import { getJSON, getElement, urls, isAbort } from "./api.js";
 import { el, formatValue } from "./format.js";
 
 // Coordinate arrays up to this length are read whole, once.
@@ -14,7 +13,8 @@ export function dimLabel(meta, d) {
 }
 
 export class DimControls {
-  constructor({ container, onChange }) {
+  constructor({ provider, container, onChange }) {
+    this.provider = provider;
     this.container = container;
     this.onChange = onChange;
     this.coords = {}; // dim -> {path, values: array|null, cache: Map}
@@ -179,10 +179,10 @@ export class DimControls {
     const c = this.coords[d];
     if (!c || c.values || c.cache.has(i)) return;
     try {
-      const answer = await getElement(c.path, String(i), { report: false });
+      const answer = await this.provider.element(c.path, String(i), { report: false });
       c.cache.set(i, formatValue(answer.value, answer.dtype));
     } catch (e) {
-      if (!isAbort(e)) c.cache.set(i, "?");
+      if (!this.provider.isAbort(e)) c.cache.set(i, "?");
     }
   }
 
@@ -230,12 +230,12 @@ export class DimControls {
   async loadCoord(path, d, coord) {
     if (this.meta.shape[d] <= WHOLE_COORDS) {
       try {
-        const doc = await getJSON(urls.data(coord.path, { format: "json" }), { report: false });
+        const doc = await this.provider.values(coord.path, undefined, { report: false });
         if (this.path !== path) return;
         coord.values = Array.isArray(doc.data) ? doc.data : null;
         coord.dtype = doc.dtype;
       } catch (e) {
-        if (isAbort(e)) return;
+        if (this.provider.isAbort(e)) return;
       }
     }
     if (this.state && this.path === path && this.sliderEls[d]) this.showIndex(d, this.state.index[d]);

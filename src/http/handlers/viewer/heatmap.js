@@ -3,7 +3,6 @@
 // picture of the whole slice. Between loads the current picture is moved and
 // scaled at once, so dragging and wheeling feel immediate.
 
-import { request, urls, isAbort } from "./api.js";
 import { svg, formatTick, indexTicks, niceTicks, logTicks, debounce, zoomKeys, attachPlot } from "./format.js";
 
 const AXIS_LEFT = 60;
@@ -17,7 +16,8 @@ function sameRegion(a, b) {
 }
 
 export class Heatmap {
-  constructor({ container, image, message, colorbar, settings, onZoom, onHover, onLoad }) {
+  constructor({ provider, container, image, message, colorbar, settings, onZoom, onHover, onLoad }) {
+    this.provider = provider;
     this.container = container;
     this.image = image;
     this.message = message;
@@ -215,24 +215,24 @@ export class Heatmap {
     const sel = this.selection();
     if (!sel) return;
     const v = this.view;
-    const params = { select: sel.select, format: "png" };
+    const params = { select: sel.select };
     if (!v.rgb) {
       params.cmap = v.cmap;
       params.scale = v.scale;
       if (v.vmin !== null && v.vmin !== undefined) params.vmin = v.vmin;
       if (v.vmax !== null && v.vmax !== undefined) params.vmax = v.vmax;
     }
-    const url = urls.data(sel.path || v.path, params);
-    if (url === this.requested) return;
-    this.requested = url;
+    const source = sel.path || v.path;
+    const key = JSON.stringify([source, params]);
+    if (key === this.requested) return;
+    this.requested = key;
     if (this.controller) this.controller.abort();
     const controller = new AbortController();
     this.controller = controller;
     this.image.dataset.state = "loading";
     this.container.dataset.state = "loading";
     try {
-      const response = await request(url, { signal: controller.signal, primary: true });
-      const blob = await response.blob();
+      const { blob, vmin, vmax } = await this.provider.image(source, params, { signal: controller.signal, primary: true });
       const objectURL = URL.createObjectURL(blob);
       const probe = new Image();
       probe.src = objectURL;
@@ -245,8 +245,6 @@ export class Heatmap {
       this.blobURL = objectURL;
       this.image.src = objectURL;
       this.loaded = { ...sel, transposed: v.dims[0] > v.dims[1], width: probe.naturalWidth, height: probe.naturalHeight };
-      const vmin = response.headers.get("X-Zarr-Vmin");
-      const vmax = response.headers.get("X-Zarr-Vmax");
       const img = this.image;
       img.alt = `Heatmap of ${v.path || "/"}[${sel.select}]`;
       img.dataset.select = sel.select;
@@ -264,7 +262,7 @@ export class Heatmap {
       this.onLoad({ select: sel.select, vmin, vmax });
       if (old) URL.revokeObjectURL(old);
     } catch (e) {
-      if (isAbort(e) || controller.signal.aborted) return;
+      if (this.provider.isAbort(e) || controller.signal.aborted) return;
       this.requested = "";
       this.image.dataset.state = "error";
       this.container.dataset.state = "error";

@@ -2,14 +2,14 @@
 // from image colours): one small JSON read per resting position, with a
 // cache so moving back and forth costs nothing.
 
-import { getElement, isAbort } from "./api.js";
 import { formatValue, debounce } from "./format.js";
 
 const CACHE_SIZE = 256;
 const DELAY_MS = 90;
 
 export class Hover {
-  constructor(element) {
+  constructor(element, provider) {
+    this.provider = provider;
     this.element = element;
     this.cache = new Map();
     this.controller = null;
@@ -66,12 +66,12 @@ export class Hover {
     const controller = new AbortController();
     this.controller = controller;
     try {
-      const answer = await getElement(p.path, p.index.join(","), { signal: controller.signal });
+      const answer = await this.provider.element(p.path, p.index.join(","), { signal: controller.signal });
       this.cache.set(p.key, answer);
       if (this.cache.size > CACHE_SIZE) this.cache.delete(this.cache.keys().next().value);
       if (this.pending === p) this.show(p, answer);
     } catch (e) {
-      if (isAbort(e)) return;
+      if (this.provider.isAbort(e)) return;
       if (this.pending === p) this.showIndex(p.index, "unreadable");
     }
   }

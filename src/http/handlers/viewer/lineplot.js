@@ -1,14 +1,14 @@
 // 1-D arrays as an SVG line: the visible range is read strided to the plot's
 // width in pixels, so a million-element series costs one screenful of values.
 
-import { getJSON, urls, isAbort } from "./api.js";
 import { svg, formatTick, niceTicks, logTicks, indexTicks, toNumber, debounce, zoomKeys, attachPlot } from "./format.js";
 
 const M = { left: 66, right: 18, top: 14, bottom: 44 };
 const ZOOM_STEP = 1.5;
 
 export class LinePlot {
-  constructor({ container, plot, message, onZoom, onHover }) {
+  constructor({ provider, container, plot, message, onZoom, onHover }) {
+    this.provider = provider;
     this.container = container;
     this.plot = plot;
     this.message = message;
@@ -83,15 +83,15 @@ export class LinePlot {
     if (!this.view || !this.visible()) return;
     const sel = this.selection();
     if (!sel) return;
-    const url = urls.data(this.view.path, { select: sel.select, format: "json" });
-    if (url === this.requested) return;
-    this.requested = url;
+    const key = JSON.stringify([this.view.path, sel.select]);
+    if (key === this.requested) return;
+    this.requested = key;
     if (this.controller) this.controller.abort();
     const controller = new AbortController();
     this.controller = controller;
     this.plot.dataset.state = "loading";
     try {
-      const doc = await getJSON(url, { signal: controller.signal, primary: true });
+      const doc = await this.provider.values(this.view.path, sel.select, { signal: controller.signal, primary: true });
       if (controller.signal.aborted) return;
       const values = Array.isArray(doc.data) ? doc.data.map(toNumber) : [toNumber(doc.data)];
       this.data = { a: sel.a, step: sel.step, values };
@@ -100,7 +100,7 @@ export class LinePlot {
       this.draw();
       this.plot.dataset.state = "ready";
     } catch (e) {
-      if (isAbort(e) || controller.signal.aborted) return;
+      if (this.provider.isAbort(e) || controller.signal.aborted) return;
       this.requested = "";
       this.plot.dataset.state = "error";
       this.message.textContent = `This range could not be read: ${e.message}`;

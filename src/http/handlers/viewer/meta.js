@@ -1,7 +1,6 @@
 // The metadata tab: one row per field of the meta answer, the attributes,
 // and a map of which stored chunks (or shards) exist.
 
-import { getJSON, urls, isAbort } from "./api.js";
 import { el, formatBytes, formatCount } from "./format.js";
 import { viewHref } from "./tree.js";
 
@@ -187,9 +186,7 @@ function keyEncoder(doc, zarrFormat) {
   return (idx) => (idx.length ? idx.join(sep) : "0");
 }
 
-async function listing(prefix, signal) {
-  return getJSON(urls.listing(prefix), { signal, report: true });
-}
+
 
 /**
  * Draws which stored chunks exist in `el`: for 2+-D arrays the last two grid
@@ -197,7 +194,7 @@ async function listing(prefix, signal) {
  * folder and only into folders that exist, so nothing is asked twice and no
  * listing is answered 404.
  */
-export async function renderChunkGrid(container, meta, signal) {
+export async function renderChunkGrid(container, meta, signal, provider) {
   container.replaceChildren();
   if (meta.node_type !== "array") return;
   const grid = meta.shape.map((n, i) => Math.ceil(n / (meta.shard_shape || meta.chunks)[i]));
@@ -225,16 +222,16 @@ export async function renderChunkGrid(container, meta, signal) {
   if (meta.chunks_initialized > 0) {
     let doc = {};
     try {
-      doc = await getJSON(urls.key(meta.metadata_key), { signal });
+      doc = await provider.document(meta.metadata_key, { signal });
     } catch (e) {
-      if (isAbort(e)) throw e;
+      if (provider.isAbort(e)) throw e;
       unknown = true;
     }
     if (!unknown) {
       const encode = keyEncoder(doc, meta.zarr_format);
       const base = meta.path ? `${meta.path}/` : "";
       for (const c of cells) c.key = encode(c.idx);
-      const result = await existing(base, cells.map((c) => c.key), signal);
+      const result = await existing(base, cells.map((c) => c.key), signal, provider);
       if (result === null) unknown = true;
       else present = result;
     }
@@ -278,7 +275,7 @@ export async function renderChunkGrid(container, meta, signal) {
 }
 
 /** The subset of `keys` (relative to `base`) that the store lists, or null. */
-async function existing(base, keys, signal) {
+async function existing(base, keys, signal, provider) {
   const dirs = new Map(); // dir (relative, with trailing slash or "") -> names wanted
   for (const k of keys) {
     const i = k.lastIndexOf("/");
@@ -305,7 +302,7 @@ async function existing(base, keys, signal) {
     }
     if (budget-- <= 0) throw new Error("too many listings");
     const prefix = `${base}${dir}`.replace(/\/$/, "");
-    const answer = await listing(prefix, signal);
+    const answer = await provider.listing(prefix, { signal, report: true });
     const entry = {
       keys: new Set(answer.keys || []),
       prefixes: new Set((answer.prefixes || []).map((p) => p.replace(/\/$/, ""))),
@@ -320,7 +317,7 @@ async function existing(base, keys, signal) {
       for (const n of names) if (entry.keys.has(n)) found.add(`${dir}${n}`);
     }
   } catch (e) {
-    if (isAbort(e)) throw e;
+    if (provider.isAbort(e)) throw e;
     return null;
   }
   return found;

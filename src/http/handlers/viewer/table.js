@@ -1,7 +1,6 @@
 // Values as a table: one page (at most 100 rows by 50 columns) of the
 // displayed 2-D slice, read as JSON, with each cell's full index on it.
 
-import { getJSON, urls, isAbort } from "./api.js";
 import { el, formatValue } from "./format.js";
 
 export const PAGE_ROWS = 100;
@@ -14,7 +13,8 @@ export function fieldsOf(meta) {
 }
 
 export class TableView {
-  constructor({ table, info, message, controls, onOffset }) {
+  constructor({ provider, table, info, message, controls, onOffset }) {
+    this.provider = provider;
     this.table = table;
     this.info = info;
     this.message = message;
@@ -104,23 +104,23 @@ export class TableView {
     const v = this.view;
     if (!v) return;
     const sel = this.selection();
-    const url = urls.data(v.path, { select: sel.select, format: "json" });
+    const key = JSON.stringify([v.path, sel.select]);
     this.updateControls(sel);
-    if (url === this.requested) return;
-    this.requested = url;
+    if (key === this.requested) return;
+    this.requested = key;
     if (this.controller) this.controller.abort();
     const controller = new AbortController();
     this.controller = controller;
     this.table.dataset.state = "loading";
     try {
-      const doc = await getJSON(url, { signal: controller.signal, primary: true });
+      const doc = await this.provider.values(v.path, sel.select, { signal: controller.signal, primary: true });
       if (controller.signal.aborted) return;
       this.render(doc, sel);
       this.table.dataset.select = sel.select ?? "";
       this.table.dataset.state = "ready";
       this.message.textContent = "";
     } catch (e) {
-      if (isAbort(e) || controller.signal.aborted) return;
+      if (this.provider.isAbort(e) || controller.signal.aborted) return;
       this.requested = "";
       this.table.dataset.state = "error";
       this.table.replaceChildren();

@@ -2,7 +2,7 @@
 // hide and show them without refetching), groups fold, arrays show a
 // thumbnail fetched with the token when they scroll into view.
 
-import { getJSON, request, urls, isAbort, encodeSegment } from "./api.js";
+import { encodeSegment } from "./api.js";
 import { el, isDrawable } from "./format.js";
 
 /** Pages of the tree the viewer loads (of up to 1,000 nodes each). */
@@ -24,7 +24,8 @@ export function viewHref(path) {
 const THUMB_CONCURRENCY = 3;
 
 export class Tree {
-  constructor({ root, search, status, onSelect }) {
+  constructor({ provider, root, search, status, onSelect }) {
+    this.provider = provider;
     this.root = root;
     this.search = search;
     this.status = status;
@@ -62,14 +63,14 @@ export class Tree {
     let pages = 0;
     try {
       do {
-        const answer = await getJSON(urls.tree(after));
+        const answer = await this.provider.tree(after);
         nodes = nodes.concat(answer.nodes || []);
         // "" is a token too: after the root.
         after = answer.next ?? null;
         pages += 1;
       } while (after !== null && pages < MAX_PAGES);
     } catch (e) {
-      this.status.textContent = isAbort(e) ? "" : `The hierarchy could not be listed: ${e.message}`;
+      this.status.textContent = this.provider.isAbort(e) ? "" : `The hierarchy could not be listed: ${e.message}`;
       throw e;
     }
     this.build(nodes);
@@ -332,8 +333,7 @@ export class Tree {
     try {
       // Thumbnail failures stay on the row: they would otherwise replace the
       // error of what the user is looking at.
-      const response = await request(urls.preview(path), { report: false });
-      const url = URL.createObjectURL(await response.blob());
+      const url = URL.createObjectURL(await this.provider.thumbnail(path, { report: false }));
       this.blobURLs.push(url);
       img.src = url;
       img.classList.add("loaded");
