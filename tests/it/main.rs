@@ -9,6 +9,7 @@ mod bad_input;
 mod cancelled_writes;
 mod concurrency;
 mod corpus;
+mod documents;
 mod http;
 mod http_write;
 mod images;

@@ -2,31 +2,23 @@
 //! open from a browser (content types, a content security policy), cached
 //! with validators, and the settings the page draws its colorbars from.
 
+use crate::common::app::{token, TestApp};
 use crate::common::call;
 use axum::body::Body;
 use axum::http::{Method, StatusCode};
 use serde_json::Value;
-use zarrd::auth::{Scope, TokenConfig};
+use zarrd::auth::Scope;
 use zarrd::config::Config;
-use zarrd::http::{router, AppState};
 use zarrd::store::Store;
 
 /// A server that needs a token for everything but public routes.
 fn app() -> zarrd::http::App {
-    router(AppState::new(
-        Store::memory(),
-        Config {
-            tokens: vec![TokenConfig {
-                name: Some("reader".into()),
-                token: Some("reader-token-0123456789".into()),
-                token_sha256: None,
-                scopes: vec![Scope::Read],
-                prefixes: vec![],
-                access_key_id: None,
-            }],
-            ..Config::default()
-        },
-    ))
+    let reader = token("reader-token-0123456789", &[Scope::Read]);
+    let config = Config {
+        tokens: vec![reader],
+        ..Config::default()
+    };
+    TestApp::with(Store::memory(), config).app
 }
 
 async fn get(app: &zarrd::http::App, uri: &str) -> (StatusCode, axum::http::HeaderMap, Vec<u8>) {
@@ -127,13 +119,11 @@ async fn settings_give_the_colormaps_as_images_are_drawn() {
 async fn a_directory_of_page_files_replaces_the_built_in_copy() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("index.html"), "<!doctype html><p>edited").unwrap();
-    let app = router(AppState::new(
-        Store::memory(),
-        Config {
-            viewer_dir: Some(dir.path().to_path_buf()),
-            ..Config::default()
-        },
-    ));
+    let config = Config {
+        viewer_dir: Some(dir.path().to_path_buf()),
+        ..Config::default()
+    };
+    let app = TestApp::with(Store::memory(), config).app;
     let (s, h, b) = get(&app, "/").await;
     assert_eq!(
         (s, b.as_slice()),

@@ -1,6 +1,7 @@
 //! What the tests share: one request through the router, and (`process`)
 //! the zarrd binary started on a loopback port.
 
+pub mod app;
 pub mod process;
 
 use axum::body::{to_bytes, Body};
