@@ -17,8 +17,9 @@ mod transaction;
 pub mod update;
 mod zip;
 
+use self::icechunk as icechunk_repo;
+use self::icechunk as icechunk_session;
 use dir::{confined, local, walk};
-use icechunk::{repo as icechunk_repo, session as icechunk_session};
 
 pub use confined::{Escape, NameTooLong, UploadName};
 pub use error::StoreError;
@@ -269,12 +270,14 @@ impl Store {
     pub async fn icechunk(location: &str, virtual_chunks: &[String]) -> Result<Store, StoreError> {
         let repo = Arc::new(icechunk_repo::Repo::open(location, virtual_chunks).await?);
         let mut store = Store::with_coordination(
-            repo.clone(),
+            Arc::new(read_only::ReadOnly::new(
+                repo.clone(),
+                icechunk_repo::READ_ONLY,
+            )),
             format!("icechunk+{location}"),
             Coordination::CompareAndSwap,
         );
-        // The repository refuses writes to its keys itself, saying why;
-        // writes through the engine become commits.
+        // Its keys refuse writes; writes through the engine become commits.
         store.read_only = true;
         store.repo = Some(repo);
         store.commits = true;
@@ -382,12 +385,14 @@ impl Store {
         {
             // A zip file as zarr-python's ZipStore writes it: read-only.
             let zip = zip::ZipStore::open(path)?;
-            let store = Store::with_coordination(
-                Arc::new(zip),
-                format!("zip://{location}"),
+            let what = format!("zip://{location}");
+            let mut store = Store::with_coordination(
+                Arc::new(read_only::ReadOnly::new(Arc::new(zip), what.clone())),
+                what,
                 Coordination::CompareAndSwap,
             );
-            return Ok(store.into_read_only());
+            store.read_only = true;
+            return Ok(store);
         }
         Store::local(std::path::Path::new(location))
     }
@@ -406,7 +411,7 @@ impl Store {
     pub fn into_read_only(mut self) -> Self {
         self.commits = false;
         if !self.read_only {
-            self.inner = Arc::new(read_only::ReadOnly::new(
+            self.inner = Arc::new(read_only::ReadOnly::over(
                 self.inner.clone(),
                 self.description.clone(),
             ));

@@ -48,6 +48,7 @@ pub const PLAIN: Keys = Keys {
 
 /// Keys of a store that holds Zarr keys only (Icechunk): chunks of a 1-D
 /// array `a` in a root group.
+#[cfg(feature = "icechunk")]
 pub const ZARR: Keys = Keys {
     value: "a/c/0",
     small: "a/c/1",
@@ -60,6 +61,19 @@ pub const ZARR: Keys = Keys {
         ("zarr.json", br#"{"zarr_format":3,"node_type":"group","attributes":{}}"#),
         ("a/zarr.json", br#"{"zarr_format":3,"node_type":"array","shape":[100],"data_type":"uint8","chunk_grid":{"name":"regular","configuration":{"chunk_shape":[10]}},"chunk_key_encoding":{"name":"default","configuration":{"separator":"/"}},"fill_value":0,"codecs":[{"name":"bytes"}]}"#),
     ],
+};
+
+/// Keys of a Parquet reference set: chunks of a Zarr v2 array `a`.
+#[cfg(feature = "parquet")]
+pub const PARQUET: Keys = Keys {
+    value: "a/0",
+    small: "a/1",
+    missing: "a/9",
+    new: "a/2",
+    folder: "a",
+    level: (&[".zarray", "0", "1"], &[]),
+    below: 3,
+    documents: &[],
 };
 
 fn strings(names: &[&str]) -> Vec<String> {

@@ -2,7 +2,9 @@
 //! read behaviours too), `reads_conform` for every backend, read-only ones
 //! declaring what they lack.
 
-use super::suite::{self, bytes_of, filled, filled_with, reads, Lacks, PLAIN, ZARR};
+use super::suite::{self, bytes_of, filled, reads, Lacks, PLAIN};
+#[cfg(feature = "icechunk")]
+use super::suite::{filled_with, ZARR};
 use super::*;
 
 #[tokio::test]
@@ -791,6 +793,7 @@ async fn kerchunk_references_read_conform() {
 
 /// An Icechunk repository whose `main` holds the suite's values, written
 /// through zarrd's own transaction.
+#[cfg(feature = "icechunk")]
 async fn icechunk_repository(dir: &std::path::Path) -> Store {
     let storage = ::icechunk::new_local_filesystem_storage(dir).await.unwrap();
     ::icechunk::Repository::create(storage)
@@ -810,6 +813,7 @@ async fn icechunk_repository(dir: &std::path::Path) -> Store {
 
 /// Icechunk: a branch read through the repository, and the suite's
 /// writes in a transaction on a branch, committed.
+#[cfg(feature = "icechunk")]
 #[tokio::test]
 async fn icechunk_reads_and_branch_writes_conform() {
     let dir = tempfile::tempdir().unwrap();
@@ -829,4 +833,69 @@ async fn icechunk_reads_and_branch_writes_conform() {
     // The commit is what the repository reads now.
     let new = StoreKey::new(ZARR.new).unwrap();
     assert!(repo.get(&new).await.unwrap().is_some());
+}
+
+#[cfg(feature = "parquet")]
+/// A Parquet reference set as fsspec's `LazyReferenceMapper` writes it:
+/// `.zmetadata` and `a/refs.0.parq` with chunk `a/0` a range of a file
+/// beside the set and chunk `a/1` inline.
+fn write_parquet_set(dir: &std::path::Path) -> std::path::PathBuf {
+    use parquet::data_type::{ByteArray, ByteArrayType, Int64Type};
+    use parquet::file::properties::WriterProperties;
+    use parquet::file::writer::SerializedFileWriter;
+    std::fs::write(dir.join("data.bin"), b"..0123456789..").unwrap();
+    let set = dir.join("refs.parq");
+    std::fs::create_dir_all(set.join("a")).unwrap();
+    let zarray = serde_json::json!({"zarr_format": 2, "shape": [20], "chunks": [10], "dtype": "|u1",
+        "compressor": null, "filters": null, "fill_value": 0, "order": "C"});
+    let zmetadata = serde_json::json!({"record_size": 10, "metadata": {
+        ".zgroup": {"zarr_format": 2}, "a/.zarray": zarray}});
+    std::fs::write(set.join(".zmetadata"), zmetadata.to_string()).unwrap();
+    let schema = parquet::schema::parser::parse_message_type(
+        "message refs { OPTIONAL BYTE_ARRAY path (UTF8); REQUIRED INT64 offset; REQUIRED INT64 size; OPTIONAL BYTE_ARRAY raw; }",
+    )
+    .unwrap();
+    let mut out = Vec::new();
+    let properties = std::sync::Arc::new(WriterProperties::builder().build());
+    let mut writer =
+        SerializedFileWriter::new(&mut out, std::sync::Arc::new(schema), properties).unwrap();
+    let mut rows = writer.next_row_group().unwrap();
+    let target = format!("{}", dir.join("data.bin").display());
+    let mut column = rows.next_column().unwrap().unwrap();
+    column
+        .typed::<ByteArrayType>()
+        .write_batch(&[ByteArray::from(target.as_str())], Some(&[1, 0]), None)
+        .unwrap();
+    column.close().unwrap();
+    for values in [[2i64, 0], [10, 0]] {
+        let mut column = rows.next_column().unwrap().unwrap();
+        column
+            .typed::<Int64Type>()
+            .write_batch(&values, None, None)
+            .unwrap();
+        column.close().unwrap();
+    }
+    let mut column = rows.next_column().unwrap().unwrap();
+    column
+        .typed::<ByteArrayType>()
+        .write_batch(&[ByteArray::from("x")], Some(&[0, 1]), None)
+        .unwrap();
+    column.close().unwrap();
+    rows.close().unwrap();
+    writer.close().unwrap();
+    std::fs::write(set.join("a/refs.0.parq"), out).unwrap();
+    set
+}
+
+#[cfg(feature = "parquet")]
+#[tokio::test]
+async fn parquet_references_read_conform() {
+    let dir = tempfile::tempdir().unwrap();
+    let set = write_parquet_set(dir.path());
+    let store = Store::references(set.to_str().unwrap(), &[]).await.unwrap();
+    let lacks = Lacks {
+        listing: false,
+        writes: true,
+    };
+    reads(&store, &suite::PARQUET, lacks).await;
 }

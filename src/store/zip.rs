@@ -16,10 +16,9 @@ use chrono::{DateTime, Utc};
 use futures::stream::BoxStream;
 use futures::StreamExt;
 use object_store::path::Path;
-use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult,
-};
+use object_store::{GetOptions, GetResult, ListResult, ObjectMeta};
+
+use super::read_only::Reads;
 
 use super::StoreError;
 
@@ -268,12 +267,6 @@ impl ZipStore {
         }
     }
 
-    fn read_only() -> object_store::Error {
-        object_store::Error::NotSupported {
-            source: "zip stores are read-only".into(),
-        }
-    }
-
     fn under<'a>(
         &'a self,
         prefix: Option<&Path>,
@@ -295,24 +288,7 @@ impl std::fmt::Display for ZipStore {
 }
 
 #[async_trait]
-impl ObjectStore for ZipStore {
-    async fn put_opts(
-        &self,
-        _: &Path,
-        _: PutPayload,
-        _: PutOptions,
-    ) -> object_store::Result<PutResult> {
-        Err(Self::read_only())
-    }
-
-    async fn put_multipart_opts(
-        &self,
-        _: &Path,
-        _: PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        Err(Self::read_only())
-    }
-
+impl Reads for ZipStore {
     async fn get_opts(
         &self,
         location: &Path,
@@ -333,13 +309,6 @@ impl ObjectStore for ZipStore {
             self.read(name, entry, range.clone())?
         };
         Ok(super::get::in_memory(bytes, meta, range))
-    }
-
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, object_store::Result<Path>>,
-    ) -> BoxStream<'static, object_store::Result<Path>> {
-        locations.map(|_| Err(Self::read_only())).boxed()
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
@@ -374,10 +343,6 @@ impl ObjectStore for ZipStore {
             objects,
             extensions: Default::default(),
         })
-    }
-
-    async fn copy_opts(&self, _: &Path, _: &Path, _: CopyOptions) -> object_store::Result<()> {
-        Err(Self::read_only())
     }
 }
 

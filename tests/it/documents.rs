@@ -12,23 +12,41 @@ use crate::common::app::TestApp;
 
 /// The JSON document stored at `key`.
 async fn stored(t: &TestApp, key: &str) -> Value {
-    let bytes = t.store.get(&node_path(key).unwrap()).await.unwrap().unwrap();
+    let bytes = t
+        .store
+        .get(&node_path(key).unwrap())
+        .await
+        .unwrap()
+        .unwrap();
     serde_json::from_slice(&bytes).unwrap()
 }
 
 #[tokio::test]
 async fn unicode_keys_are_one_name_end_to_end() {
     let t = TestApp::directory();
-    assert_eq!(t.put("/zarr/caf%C3%A9", "x").await.status, StatusCode::CREATED);
+    assert_eq!(
+        t.put("/zarr/caf%C3%A9", "x").await.status,
+        StatusCode::CREATED
+    );
     assert!(t.dir().join("café").exists(), "stored under its real name");
-    let listing = t
-        .request(Method::GET, "/zarr/", &[("accept", "application/json")], Body::empty())
-        .await
-        .json()
-        .to_string();
-    assert!(listing.contains("café") && !listing.contains("%C3"), "{listing}");
+    let listed = t
+        .request(
+            Method::GET,
+            "/zarr/",
+            &[("accept", "application/json")],
+            Body::empty(),
+        )
+        .await;
+    assert_eq!(listed.headers["content-type"], "application/json");
+    let listing = listed.json().to_string();
+    assert!(
+        listing.contains("café") && !listing.contains("%C3"),
+        "{listing}"
+    );
     let spec = json!({"node_type": "array", "shape": [4], "chunks": [2], "dtype": "int32"});
-    let created = t.put("/api/v1/meta/g%C3%A9o/t%C3%AA", spec.to_string()).await;
+    let created = t
+        .put("/api/v1/meta/g%C3%A9o/t%C3%AA", spec.to_string())
+        .await;
     assert_eq!(created.status, StatusCode::CREATED);
     let written = t
         .request(
@@ -43,8 +61,14 @@ async fn unicode_keys_are_one_name_end_to_end() {
     assert!(tree.contains("géo/tê"), "{tree}");
     let meta = t.get("/api/v1/meta/g%C3%A9o/t%C3%AA").await.json();
     assert_eq!(meta["chunks_initialized"], json!(2), "{meta}");
-    assert_eq!(t.delete("/api/v1/meta/g%C3%A9o").await.status, StatusCode::NO_CONTENT);
-    assert!(!t.dir().join("géo").exists(), "the delete left files behind");
+    assert_eq!(
+        t.delete("/api/v1/meta/g%C3%A9o").await.status,
+        StatusCode::NO_CONTENT
+    );
+    assert!(
+        !t.dir().join("géo").exists(),
+        "the delete left files behind"
+    );
 }
 
 #[tokio::test]
@@ -77,7 +101,12 @@ async fn raw_metadata_puts_are_validated_like_the_api() {
             answer.json()
         );
     }
-    let ok = t.put("/zarr/ok/zarr.json", v3(json!([{"name": "bytes"}])).to_string()).await;
+    let ok = t
+        .put(
+            "/zarr/ok/zarr.json",
+            v3(json!([{"name": "bytes"}])).to_string(),
+        )
+        .await;
     assert_eq!(ok.status, StatusCode::CREATED);
     // Codecs zarrd does not implement are not a broken structure: the
     // array is stored (and served raw), only decoding it is refused.
@@ -93,7 +122,12 @@ async fn raw_metadata_puts_are_validated_like_the_api() {
     ];
     for (key, doc) in unknown {
         let answer = t.put(&format!("/zarr/{key}"), doc.to_string()).await;
-        assert_eq!(answer.status, StatusCode::CREATED, "{key}: {}", answer.json());
+        assert_eq!(
+            answer.status,
+            StatusCode::CREATED,
+            "{key}: {}",
+            answer.json()
+        );
         let node = key.split('/').next().unwrap();
         let read = t.get(&format!("/api/v1/data/{node}?format=json")).await;
         assert_eq!(
@@ -112,7 +146,10 @@ async fn explicit_null_compressor_means_none() {
     assert_eq!(created.status, StatusCode::CREATED, "{}", created.json());
     assert_eq!(stored(&t, "raw2/.zarray").await["compressor"], Value::Null);
     // A client writes the chunk uncompressed, as zarr-python 2 does with compressor=None.
-    let raw: Vec<u8> = [1i32, 2, 3, 4].iter().flat_map(|v| v.to_le_bytes()).collect();
+    let raw: Vec<u8> = [1i32, 2, 3, 4]
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
     assert_eq!(t.put("/zarr/raw2/0", raw).await.status, StatusCode::CREATED);
     let read = t.get("/api/v1/data/raw2?format=json").await;
     assert_eq!(read.status, StatusCode::OK, "{}", read.json());
@@ -126,19 +163,38 @@ async fn explicit_null_compressor_means_none() {
     // Absent still means the default.
     let spec = json!({"node_type": "array", "zarr_format": 2, "shape": [4], "dtype": "<i4"});
     t.put("/api/v1/meta/dflt", spec.to_string()).await;
-    assert_eq!(stored(&t, "dflt/.zarray").await["compressor"]["id"], json!("blosc"));
+    assert_eq!(
+        stored(&t, "dflt/.zarray").await["compressor"]["id"],
+        json!("blosc")
+    );
 }
 
 #[tokio::test]
 async fn deleted_nodes_do_not_come_back_as_implicit_groups() {
     let t = TestApp::directory();
     let threes = [3i32; 4].iter().flat_map(|v| v.to_le_bytes()).collect();
-    t.array("g/a", DataType::Int32, &[4], &[2], Some(threes)).await;
-    assert_eq!(t.delete("/api/v1/meta/g/a").await.status, StatusCode::NO_CONTENT);
-    assert_eq!(t.get("/api/v1/meta/g/a").await.status, StatusCode::NOT_FOUND);
-    assert_eq!(t.get("/api/v1/data/g/a").await.status, StatusCode::NOT_FOUND);
-    assert!(!t.dir().join("g/a").exists(), "an emptied directory was left");
+    t.array("g/a", DataType::Int32, &[4], &[2], Some(threes))
+        .await;
+    assert_eq!(
+        t.delete("/api/v1/meta/g/a").await.status,
+        StatusCode::NO_CONTENT
+    );
+    assert_eq!(
+        t.get("/api/v1/meta/g/a").await.status,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        t.get("/api/v1/data/g/a").await.status,
+        StatusCode::NOT_FOUND
+    );
+    assert!(
+        !t.dir().join("g/a").exists(),
+        "an emptied directory was left"
+    );
     // An empty directory made by hand is no node either.
     std::fs::create_dir_all(t.dir().join("empty/deeper")).unwrap();
-    assert_eq!(t.get("/api/v1/meta/empty").await.status, StatusCode::NOT_FOUND);
+    assert_eq!(
+        t.get("/api/v1/meta/empty").await.status,
+        StatusCode::NOT_FOUND
+    );
 }

@@ -19,56 +19,20 @@ use futures::{StreamExt, TryStreamExt};
 use icechunk::format::{ByteRange, SnapshotId};
 use icechunk::repository::VersionInfo;
 use object_store::path::Path;
-use object_store::{
-    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult,
-};
+use object_store::{GetOptions, GetResult, ListResult, ObjectMeta};
+
+use crate::store::read_only::Reads;
 use sha2::{Digest, Sha256};
 use tokio::sync::RwLock;
 
+pub use super::names::*;
 use crate::store::StoreError;
-
-/// The folder of a key that names a version: `__version/{ref}/{key}`.
-pub const VERSION_FOLDER: &str = "__version";
-/// The branch read when no version is named.
-pub const DEFAULT_BRANCH: &str = "main";
-/// `ObjectMeta::version` of values read at a snapshot id: they can never
-/// change (see `KeyMeta::immutable`).
-pub const PINNED: &str = "icechunk-snapshot:";
 
 /// Snapshots kept open (each holds its manifests as they are read).
 const OPEN_SNAPSHOTS: u64 = 64;
 /// Chunk references and snapshot nodes Icechunk keeps in memory.
 const MAX_CHUNK_REFS: u64 = 1_000_000;
 const MAX_SNAPSHOT_NODES: u64 = 100_000;
-
-/// The Zarr key of a store path, without the version that may lead it.
-pub fn zarr_key(location: &str) -> &str {
-    match location
-        .strip_prefix(VERSION_FOLDER)
-        .and_then(|r| r.strip_prefix('/'))
-    {
-        Some(rest) => rest.split_once('/').map_or("", |(_, key)| key),
-        None => location,
-    }
-}
-
-/// A branch, a tag, or a snapshot of a repository, as listed.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct SnapshotEntry {
-    pub id: String,
-    pub parent_id: Option<String>,
-    pub message: String,
-    pub written_at: DateTime<Utc>,
-}
-
-/// Every named version of a repository and the recent history of `main`.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Versions {
-    pub branches: Vec<(String, String)>,
-    pub tags: Vec<(String, String)>,
-    pub snapshots: Vec<SnapshotEntry>,
-}
 
 /// An open repository, cheap to clone.
 #[derive(Clone)]
@@ -111,27 +75,10 @@ pub(in crate::store) fn generic(message: impl Into<String>) -> object_store::Err
     }
 }
 
-/// A ref that names no branch, tag or snapshot.
-#[derive(Debug, thiserror::Error)]
-#[error("'{reference}' is not a branch, a tag or a snapshot of the repository {repository}")]
-pub struct UnknownVersion {
-    reference: String,
-    repository: String,
-}
-
 fn not_found(key: &str, why: impl std::fmt::Display) -> object_store::Error {
     object_store::Error::NotFound {
         path: key.to_string(),
         source: why.to_string().into(),
-    }
-}
-
-fn read_only() -> object_store::Error {
-    object_store::Error::Generic {
-        store: "icechunk",
-        source: Box::new(crate::store::read_only::Refused(
-            "of an Icechunk repository (writes to its keys would bypass its transactions)".into(),
-        )),
     }
 }
 
@@ -588,24 +535,7 @@ fn icechunk_error_at(
 }
 
 #[async_trait]
-impl ObjectStore for Repo {
-    async fn put_opts(
-        &self,
-        _: &Path,
-        _: PutPayload,
-        _: PutOptions,
-    ) -> object_store::Result<PutResult> {
-        Err(read_only())
-    }
-
-    async fn put_multipart_opts(
-        &self,
-        _: &Path,
-        _: PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        Err(read_only())
-    }
-
+impl Reads for Repo {
     async fn get_opts(
         &self,
         location: &Path,
@@ -617,13 +547,6 @@ impl ObjectStore for Repo {
         let size = Repo::size(&store, key, location.as_ref()).await?;
         let meta = Repo::meta(location, (&id, written), pinned, size, key);
         read(&store, location, key, meta, options).await
-    }
-
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, object_store::Result<Path>>,
-    ) -> BoxStream<'static, object_store::Result<Path>> {
-        locations.map(|_| Err(read_only())).boxed()
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
@@ -642,10 +565,6 @@ impl ObjectStore for Repo {
         let (id, pinned) = self.resolve(reference).await?;
         let (store, written) = self.at(&id).await?;
         list_dir_at(&store, (&id, written), pinned, &location, key).await
-    }
-
-    async fn copy_opts(&self, _: &Path, _: &Path, _: CopyOptions) -> object_store::Result<()> {
-        Err(read_only())
     }
 }
 

@@ -28,6 +28,7 @@ use object_store::{
 };
 use tokio::sync::{OwnedMutexGuard, RwLock};
 
+use super::names::{OtherVersion, V3Only};
 use super::repo::{self as repo, Repo, VERSION_FOLDER};
 use crate::store::StoreError;
 
@@ -70,18 +71,6 @@ pub struct Transaction {
     /// writer of this server will move before the commit.
     _turn: OwnedMutexGuard<()>,
 }
-
-/// A key of another version than the transaction's branch.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct OtherVersion(String);
-
-/// A Zarr v2 document, which Icechunk cannot hold.
-#[derive(Debug, thiserror::Error)]
-#[error(
-    "an Icechunk repository holds Zarr v3 only (zarr.json documents); create nodes with zarr_format 3"
-)]
-pub struct V3Only;
 
 impl Repo {
     /// A transaction on `branch`: its store (which reads the branch's tip

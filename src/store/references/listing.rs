@@ -83,6 +83,7 @@ impl Index {
         };
         match self {
             Index::Json(refs) => Ok(take(&mut refs.range(from..))),
+            #[cfg(feature = "parquet")]
             Index::Parquet(..) => {
                 let all = self.sorted().await?;
                 let at = all.partition_point(|(k, _)| k.as_str() < from.as_str());
@@ -93,6 +94,7 @@ impl Index {
 
     /// Every key of a Parquet set in order, listed once on the blocking
     /// pool and kept (empty for a JSON set, whose map is in order).
+    #[cfg(feature = "parquet")]
     async fn sorted(&self) -> Result<Arc<Vec<(String, Ref)>>, kerchunk::Malformed> {
         let Index::Parquet(set, sorted) = self else {
             return Ok(Arc::default());
@@ -109,6 +111,12 @@ impl Index {
             .cloned()
     }
 
+    /// No Parquet sets in this build: a JSON set's map is in order.
+    #[cfg(not(feature = "parquet"))]
+    async fn sorted(&self) -> Result<Arc<Vec<(String, Ref)>>, kerchunk::Malformed> {
+        Ok(Arc::default())
+    }
+
     /// Up to `limit` entries of the folder `base` (`""`, or a path ending
     /// in `/`) from `cursor` on (a whole key, inclusive): its keys, and its
     /// folders (their paths, without the `/`), in key order; and where the
@@ -120,6 +128,7 @@ impl Index {
         cursor: String,
         limit: usize,
     ) -> Result<LevelPage, kerchunk::Malformed> {
+        #[cfg_attr(not(feature = "parquet"), allow(unused_variables))]
         let sorted = self.sorted().await?;
         let first_from = |cursor: &str| -> Option<(String, Ref)> {
             match self {
@@ -130,6 +139,7 @@ impl Index {
                     ))
                     .next()
                     .map(|(k, r)| (k.clone(), r.clone())),
+                #[cfg(feature = "parquet")]
                 Index::Parquet(..) => {
                     let at = sorted.partition_point(|(k, _)| k.as_str() < cursor);
                     sorted.get(at).cloned()

@@ -7,6 +7,7 @@
 
 mod kerchunk;
 mod listing;
+#[cfg(feature = "parquet")]
 mod parquet;
 mod targets;
 
@@ -21,12 +22,14 @@ use futures::stream::BoxStream;
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{
-    CopyOptions, GetOptions, GetRange, GetResult, GetResultPayload, ListResult, MultipartUpload,
-    ObjectMeta, ObjectStore, ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload,
-    PutResult,
+    GetOptions, GetRange, GetResult, GetResultPayload, ListResult, ObjectMeta, ObjectStore,
+    ObjectStoreExt,
 };
+
+use super::read_only::{ReadOnly, Reads};
 use sha2::{Digest, Sha256};
 
+#[cfg(feature = "icechunk")]
 pub(super) use targets::location_url;
 pub use targets::TargetError;
 use targets::Targets;
@@ -65,17 +68,20 @@ enum Index {
     Json(Arc<BTreeMap<String, Ref>>),
     /// A Parquet set, and every key it holds in order once a listing
     /// needed them.
+    #[cfg(feature = "parquet")]
     Parquet(Arc<parquet::ParquetSet>, Arc<SortedKeys>),
 }
 
 /// A Parquet set's keys in order: listed once, on the blocking pool (a set
 /// may hold millions, and the set never changes), then paged from.
+#[cfg(feature = "parquet")]
 type SortedKeys = tokio::sync::OnceCell<Arc<Vec<(String, Ref)>>>;
 
 impl Index {
     async fn get(&self, key: &str) -> Result<Option<Ref>, kerchunk::Malformed> {
         match self {
             Index::Json(refs) => Ok(refs.get(key).cloned()),
+            #[cfg(feature = "parquet")]
             Index::Parquet(set, _) => set.get(key).await,
         }
     }
@@ -113,6 +119,7 @@ impl Index {
                 }
                 Ok((keys, dirs))
             }
+            #[cfg(feature = "parquet")]
             Index::Parquet(set, _) => set.children(folder).await,
         }
     }
@@ -136,11 +143,8 @@ fn generic(err: impl std::error::Error + Send + Sync + 'static) -> object_store:
     }
 }
 
-fn read_only() -> object_store::Error {
-    generic(super::read_only::Refused(
-        "of kerchunk references (its keys point into other files)".into(),
-    ))
-}
+/// Why a reference set refuses writes.
+pub(super) const READ_ONLY: &str = "of kerchunk references (its keys point into other files)";
 
 /// What tells versions of a target apart: its ETag, or, from a store that
 /// gives none (an HTTP server without ETags), its modification time and
@@ -385,24 +389,7 @@ fn once(bytes: Bytes) -> GetResultPayload {
 }
 
 #[async_trait]
-impl ObjectStore for References {
-    async fn put_opts(
-        &self,
-        _: &Path,
-        _: PutPayload,
-        _: PutOptions,
-    ) -> object_store::Result<PutResult> {
-        Err(read_only())
-    }
-
-    async fn put_multipart_opts(
-        &self,
-        _: &Path,
-        _: PutMultipartOptions,
-    ) -> object_store::Result<Box<dyn MultipartUpload>> {
-        Err(read_only())
-    }
-
+impl Reads for References {
     async fn get_opts(
         &self,
         location: &Path,
@@ -530,13 +517,6 @@ impl ObjectStore for References {
         }
     }
 
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, object_store::Result<Path>>,
-    ) -> BoxStream<'static, object_store::Result<Path>> {
-        locations.map(|_| Err(read_only())).boxed()
-    }
-
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
         self.list_with_offset(prefix, &Path::default())
     }
@@ -568,10 +548,6 @@ impl ObjectStore for References {
             extensions: Default::default(),
         })
     }
-
-    async fn copy_opts(&self, _: &Path, _: &Path, _: CopyOptions) -> object_store::Result<()> {
-        Err(read_only())
-    }
 }
 
 impl Store {
@@ -589,6 +565,15 @@ impl Store {
         };
         let store = super::backends::bucket_store(&url)?;
         let path = Path::from_url_path(url.path()).map_err(|e| unreadable(e.into()))?;
+        #[cfg(not(feature = "parquet"))]
+        if url.path().trim_end_matches('/').ends_with(".parq") {
+            return Err(StoreError::NotSupported {
+                what: format!(
+                    "'{location}' is a Parquet reference set, and this zarrd was built without the `parquet` feature"
+                ),
+            });
+        }
+        #[cfg(feature = "parquet")]
         if url.path().trim_end_matches('/').ends_with(".parq") {
             let set =
                 parquet::ParquetSet::open(store, path)
@@ -618,11 +603,10 @@ impl Store {
     fn over_references(refs: References, url: &url::Url) -> Store {
         let refs = Arc::new(refs);
         let mut store = Store::with_coordination(
-            refs.clone(),
+            Arc::new(ReadOnly::new(refs.clone(), READ_ONLY)),
             format!("references+{url}"),
             super::Coordination::CompareAndSwap,
         );
-        // The set refuses writes itself, saying why.
         store.read_only = true;
         // Its listings come in key order (Index::page), and its folders a
         // page at a time (Index::level_page).

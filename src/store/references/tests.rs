@@ -5,6 +5,7 @@
 use bytes::Bytes;
 use serde_json::json;
 
+use crate::store::read_only::Reads;
 use crate::store::{Store, StoreError, StoreKey, StoreRange};
 
 fn key(k: &str) -> StoreKey {
@@ -278,7 +279,6 @@ fn validators_follow_targets_without_etags_by_time_and_size() {
 async fn listings_of_a_set_come_a_page_at_a_time_in_key_order() {
     use futures::TryStreamExt;
     use object_store::list::{PaginatedListOptions, PaginatedListStore};
-    use object_store::ObjectStore;
     let mut refs = serde_json::Map::new();
     refs.insert(".zgroup".into(), json!("{\"zarr_format\": 2}"));
     for i in 0..2500 {

@@ -38,7 +38,6 @@ impl Answer {
             .unwrap_or_default()
             .to_string()
     }
-
 }
 
 /// A token with `scopes`, named by its own text.
