@@ -71,8 +71,9 @@ impl std::str::FromStr for Recheck {
             secs => secs
                 .parse::<f64>()
                 .ok()
-                .filter(|s| s.is_finite() && *s >= 0.0)
-                .map(|s| Recheck::After(Duration::from_secs_f64(s)))
+                .filter(|s| *s >= 0.0)
+                .and_then(|s| Duration::try_from_secs_f64(s).ok())
+                .map(Recheck::After)
                 .ok_or_else(|| format!("'{s}' is not never, always or a number of seconds")),
         }
     }
@@ -537,6 +538,11 @@ mod tests {
             Recheck::After(Duration::from_millis(2500))
         );
         assert!("-1".parse::<Recheck>().is_err());
+        assert!(
+            "1e300".parse::<Recheck>().is_err(),
+            "past what a duration holds"
+        );
+        assert!("NaN".parse::<Recheck>().is_err());
     }
 
     #[test]

@@ -100,7 +100,7 @@ fn parsed<T: std::str::FromStr>(s: &str) -> Result<T, String>
 where
     T::Err: std::fmt::Display,
 {
-    s.parse().map_err(|e: T::Err| format!("'{s}': {e}"))
+    s.parse().map_err(|e: T::Err| e.to_string())
 }
 
 // A bare boolean flag (`--demo`) is on; `--demo=false` turns off what a

@@ -52,7 +52,13 @@ impl<'de> Deserialize<'de> for BodyParams {
             ) -> Result<BodyParams, A::Error> {
                 let mut p = DataParams::default();
                 let mut rest = Map::new();
+                let mut seen = std::collections::HashSet::new();
                 while let Some(key) = map.next_key::<String>()? {
+                    if !seen.insert(key.clone()) {
+                        return Err(serde::de::Error::custom(format!(
+                            "'{key}' is given more than once"
+                        )));
+                    }
                     match key.as_str() {
                         "select" => p.select = map.next_value()?,
                         "points" => p.points = map.next_value()?,
@@ -82,7 +88,7 @@ pub async fn data_get(
     let others = url::form_urlencoded::parse(query.as_deref().unwrap_or("").as_bytes())
         .filter(|(k, _)| !READ_PARAMS.contains(&k.as_ref()))
         .map(|(k, v)| (k.into_owned(), v.into_owned()));
-    data(state, &path, params, Params::from_query(others), &headers).await
+    data(state, &path, params, Params::from_query(others)?, &headers).await
 }
 
 /// `points`: JSON text in a query, a list in a body. Read straight into
@@ -205,6 +211,7 @@ async fn data(
     others: Params,
     headers: &HeaderMap,
 ) -> ApiResult<Response> {
+    unknown_params(&others)?;
     let mut key = node_path(path)?;
     if let Some(level) = params.level {
         key = state.service.level_path(&key, level).await?;
@@ -214,7 +221,6 @@ async fn data(
         headers.get(header::ACCEPT).and_then(|v| v.to_str().ok()),
     )
     .map_err(|e| ApiError::bad_request("bad_format", e))?;
-    unknown_params(&others)?;
     let encoder = format.encoder(&others, &state.config)?;
     let request = ReadRequest {
         selection: selection(params.select.as_deref(), params.points.take())?,

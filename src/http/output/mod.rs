@@ -92,14 +92,23 @@ pub struct Params {
 }
 
 impl Params {
-    pub fn from_query(pairs: impl IntoIterator<Item = (String, String)>) -> Self {
-        Params {
-            values: pairs
-                .into_iter()
-                .map(|(k, v)| (k, Value::String(v)))
-                .collect(),
-            from_body: false,
+    /// A query's pairs; a name given twice is refused, as every other
+    /// query parameter is.
+    pub fn from_query(pairs: impl IntoIterator<Item = (String, String)>) -> ApiResult<Self> {
+        let mut values = Map::new();
+        for (k, v) in pairs {
+            if values.contains_key(&k) {
+                return Err(ApiError::bad_request(
+                    "bad_query",
+                    format!("query parameters: '{k}' is given more than once"),
+                ));
+            }
+            values.insert(k, Value::String(v));
         }
+        Ok(Params {
+            values,
+            from_body: false,
+        })
     }
 
     pub fn from_body(values: Map<String, Value>) -> Self {
@@ -119,39 +128,54 @@ impl Params {
         self.values.keys().map(String::as_str)
     }
 
-    /// The parameters `names` as `T`: errors name the parameter, as 400s
-    /// of the query or 422s of the body.
+    /// The parameters `names` as `T` (whose fields are all optional):
+    /// errors name the parameter, as 400s of the query or 422s of the body.
     pub fn read<T: DeserializeOwned>(&self, names: &[&str]) -> ApiResult<T> {
-        let mine = self
+        let mine: Vec<(&String, &Value)> = self
             .values
             .iter()
-            .filter(|(k, _)| names.contains(&k.as_str()));
-        if self.from_body {
-            let object: Map<String, Value> = mine.map(|(k, v)| (k.clone(), v.clone())).collect();
-            serde_json::from_value(Value::Object(object)).map_err(|e| {
+            .filter(|(k, _)| names.contains(&k.as_str()))
+            .collect();
+        self.decode(&mine).map_err(|e| {
+            // Which one: the first that cannot be read alone.
+            let named = mine
+                .iter()
+                .find_map(|one| self.decode::<T>(&[*one]).err().map(|e| (one.0, e)));
+            let message = match named {
+                Some((name, e)) => format!("'{name}': {e}"),
+                None => e,
+            };
+            if self.from_body {
                 ApiError::new(
                     StatusCode::UNPROCESSABLE_ENTITY,
                     "bad_body",
-                    format!("the body's parameters: {e}"),
+                    format!("the body's parameters: {message}"),
                 )
-            })
+            } else {
+                ApiError::bad_request("bad_query", format!("query parameters: {message}"))
+            }
+        })
+    }
+
+    /// `pairs` as `T`: from JSON values, or, from a query, through the
+    /// query's own decoder, so numbers parse as they do in every other
+    /// query parameter.
+    fn decode<T: DeserializeOwned>(&self, pairs: &[(&String, &Value)]) -> Result<T, String> {
+        if self.from_body {
+            let object: Map<String, Value> = pairs
+                .iter()
+                .map(|(k, v)| ((*k).clone(), (*v).clone()))
+                .collect();
+            serde_json::from_value(Value::Object(object)).map_err(|e| e.to_string())
         } else {
-            // Through the query's own decoder, so numbers parse as they do
-            // in every other query parameter.
             let text = url::form_urlencoded::Serializer::new(String::new())
-                .extend_pairs(mine.map(|(k, v)| (k, v.as_str().unwrap_or_default())))
+                .extend_pairs(
+                    pairs
+                        .iter()
+                        .map(|(k, v)| (k, v.as_str().unwrap_or_default())),
+                )
                 .finish();
-            let uri: axum::http::Uri = format!("/?{text}").parse().map_err(|e| {
-                ApiError::bad_request("bad_query", format!("query parameters: {e}"))
-            })?;
-            axum::extract::Query::<T>::try_from_uri(&uri)
-                .map(|q| q.0)
-                .map_err(|e| {
-                    ApiError::bad_request(
-                        "bad_query",
-                        format!("query parameters: {}", e.body_text()),
-                    )
-                })
+            serde_urlencoded::from_str(&text).map_err(|e| e.to_string())
         }
     }
 }
