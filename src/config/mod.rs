@@ -517,6 +517,19 @@ mod tests {
         assert_eq!(c.body_timeout, Duration::from_secs(5));
         assert!(c.demo && !c.read_only);
         assert_eq!(c.root, "/data");
+        // Every boolean takes the same spellings.
+        let cli = Cli::try_parse_from([
+            "zarrd",
+            "--read-only=yes",
+            "--consolidated-v3=0",
+            "--check-documents=off",
+            "--allow-anonymous-reads=1",
+        ])
+        .unwrap();
+        let c = Config::resolve(cli.serve).unwrap();
+        assert!(c.read_only && !c.consolidated_v3 && !c.check_documents);
+        assert_eq!(c.allow_anonymous_reads, Some(true));
+        assert!(Cli::try_parse_from(["zarrd", "--demo=maybe"]).is_err());
     }
 
     #[test]

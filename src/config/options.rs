@@ -95,6 +95,16 @@ macro_rules! options {
     }};
 }
 
+/// A boolean as flags and variables spell it: `true`/`false`, `1`/`0`,
+/// `yes`/`no`, `on`/`off` (any case), the same for every boolean option.
+fn boolish(s: &str) -> Result<bool, String> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "y" | "on" => Ok(true),
+        "false" | "0" | "no" | "n" | "off" => Ok(false),
+        _ => Err(format!("'{s}' is not true or false")),
+    }
+}
+
 /// A value of a type that parses from text (`FromStr`), errors as text.
 fn parsed<T: std::str::FromStr>(s: &str) -> Result<T, String>
 where
@@ -114,7 +124,7 @@ options! {
     #[arg(long, env = "ZARRD_LISTEN")]
     listen: SocketAddr = ("127.0.0.1:8000" by parsed);
     /// Serve an in-memory example hierarchy instead of ROOT
-    #[arg(long, env = "ZARRD_DEMO", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
+    #[arg(long, env = "ZARRD_DEMO", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = boolish)]
     demo: bool = ("off");
     /// TOML config file (flags and ZARRD_* variables override it)
     #[arg(long, env = "ZARRD_CONFIG")]
@@ -148,10 +158,10 @@ options! {
     #[serde(deserialize_with = "file::parsed")]
     log_format: LogFormat = ("text" by parsed);
     /// Refuse every write (PUT, PATCH, DELETE, POST append)
-    #[arg(long, env = "ZARRD_READ_ONLY", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
+    #[arg(long, env = "ZARRD_READ_ONLY", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = boolish)]
     read_only: bool = ("off");
     /// Accept writes from clients without credentials
-    #[arg(long, env = "ZARRD_ALLOW_ANONYMOUS_WRITES", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = clap::builder::BoolishValueParser::new())]
+    #[arg(long, env = "ZARRD_ALLOW_ANONYMOUS_WRITES", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = boolish)]
     allow_anonymous_writes: bool = ("off (on with `--demo`)");
     /// Largest request body, e.g. 256MiB
     #[arg(long, env = "ZARRD_MAX_BODY_SIZE")]
@@ -165,7 +175,7 @@ options! {
     #[arg(long, env = "ZARRD_TOKENS_FILE")]
     tokens_file: PathBuf = ("none");
     /// Accept reads without a token even when tokens are configured
-    #[arg(long, env = "ZARRD_ALLOW_ANONYMOUS_READS", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    #[arg(long, env = "ZARRD_ALLOW_ANONYMOUS_READS", num_args = 0..=1, require_equals = true, default_missing_value = "true", value_parser = boolish)]
     allow_anonymous_reads: bool = ("on without tokens");
     /// Requests served at once before new ones get 503
     #[arg(long, env = "ZARRD_MAX_CONCURRENCY")]
@@ -206,17 +216,17 @@ options! {
     /// Serve a Zarr v3 group's zarr.json that stores no consolidated_metadata
     /// with it added, describing the hierarchy below (`=false` serves stored bytes)
     #[arg(long, env = "ZARRD_CONSOLIDATED_V3", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    consolidated_v3: bool = ("true" by parsed);
+    consolidated_v3: bool = ("true" by boolish);
     /// Check that metadata documents written as raw keys (`zarr.json`,
     /// `.zarray`, `.zgroup`, `.zattrs`, `.zmetadata`) are what their names say
     /// before storing them (`=false` stores any bytes, for trusted writers
     /// using zarrd as a plain key-value store)
     #[arg(long, env = "ZARRD_CHECK_DOCUMENTS", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    check_documents: bool = ("true" by parsed);
+    check_documents: bool = ("true" by boolish);
     /// Answer `.zmetadata` of a Zarr v2 group that stores none with one built
     /// from the hierarchy below (`=false`: 404, the group as stored)
     #[arg(long, env = "ZARRD_CONSOLIDATED_V2", num_args = 0..=1, require_equals = true, default_missing_value = "true")]
-    consolidated_v2: bool = ("true" by parsed);
+    consolidated_v2: bool = ("true" by boolish);
     /// PEM certificate chain (leaf first): serve HTTPS, HTTP/2 and HTTP/1.1 by ALPN (needs --tls-key)
     #[arg(long, env = "ZARRD_TLS_CERT")]
     tls_cert: PathBuf = ("none");
