@@ -3,6 +3,7 @@
 
 pub mod array;
 pub mod buffer;
+pub mod cf;
 pub mod chunk_key;
 pub mod codec;
 pub mod dtype;
