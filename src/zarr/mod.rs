@@ -13,6 +13,7 @@ pub mod fill;
 pub mod hierarchy;
 pub mod metadata;
 pub mod ome;
+pub mod reduce;
 pub mod selection;
 pub mod slabs;
 

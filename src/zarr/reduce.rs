@@ -1,0 +1,706 @@
+//! Reductions of array data as xarray computes them (NaN skipped):
+//! which output cell each input element falls in ([`Plan`]: a dimension
+//! kept, reduced away, coarsened by blocks, or grouped into calendar
+//! periods), and per-cell accumulators that take blocks of elements in
+//! any order and merge, so blocks can be reduced in parallel and memory
+//! is the output's, not the input's.
+
+use std::sync::Arc;
+
+/// A reduction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Mean,
+    Sum,
+    Min,
+    Max,
+    Std,
+    Var,
+    Count,
+    Median,
+    Quantile,
+    Argmin,
+    Argmax,
+}
+
+pub const OPS: &str = "mean, sum, min, max, std, var, count, median, quantile, argmin, argmax";
+
+impl Op {
+    pub fn parse(name: &str) -> Result<Op, String> {
+        Ok(match name {
+            "mean" => Op::Mean,
+            "sum" => Op::Sum,
+            "min" => Op::Min,
+            "max" => Op::Max,
+            "std" => Op::Std,
+            "var" => Op::Var,
+            "count" => Op::Count,
+            "median" => Op::Median,
+            "quantile" => Op::Quantile,
+            "argmin" => Op::Argmin,
+            "argmax" => Op::Argmax,
+            other => return Err(format!("reduction '{other}' is not one of {OPS}")),
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Mean => "mean",
+            Op::Sum => "sum",
+            Op::Min => "min",
+            Op::Max => "max",
+            Op::Std => "std",
+            Op::Var => "var",
+            Op::Count => "count",
+            Op::Median => "median",
+            Op::Quantile => "quantile",
+            Op::Argmin => "argmin",
+            Op::Argmax => "argmax",
+        }
+    }
+
+    /// Whether it needs every value of a cell at once (and so memory the
+    /// size of what it reduces).
+    pub fn holds_values(self) -> bool {
+        matches!(self, Op::Median | Op::Quantile)
+    }
+
+    pub fn is_arg(self) -> bool {
+        matches!(self, Op::Argmin | Op::Argmax)
+    }
+}
+
+/// How one input dimension maps onto the output.
+#[derive(Debug, Clone)]
+pub enum Grouping {
+    Keep,
+    /// Reduced away.
+    Reduce,
+    /// Blocks of this many positions become one (`coarsen`).
+    Blocks(u64),
+    /// Position `i` goes to group `of[i]`, of `count` groups (`resample`).
+    Groups {
+        of: Arc<[u32]>,
+        count: u64,
+    },
+}
+
+/// Which output cell each input element falls in.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    groupings: Vec<Grouping>,
+    /// Each input dimension's output stride (0 when reduced away).
+    strides: Vec<usize>,
+    out_shape: Vec<u64>,
+    cells: usize,
+}
+
+impl Plan {
+    /// A plan for input of `shape`; errors name the dimension by index.
+    pub fn new(shape: &[u64], groupings: Vec<Grouping>) -> Result<Plan, String> {
+        let mut out_len = Vec::with_capacity(shape.len());
+        for (d, (g, &len)) in groupings.iter().zip(shape).enumerate() {
+            out_len.push(match g {
+                Grouping::Keep => Some(len),
+                Grouping::Reduce => None,
+                Grouping::Blocks(0) => return Err(format!("dimension {d}: a block of 0")),
+                Grouping::Blocks(n) if len % n != 0 => {
+                    return Err(format!(
+                        "dimension {d} has {len} values, not a multiple of {n}"
+                    ))
+                }
+                Grouping::Blocks(n) => Some(len / n),
+                Grouping::Groups { of, count } => {
+                    if of.len() as u64 != len {
+                        return Err(format!(
+                            "dimension {d}: groups for {} of {len} values",
+                            of.len()
+                        ));
+                    }
+                    Some(*count)
+                }
+            });
+        }
+        let out_shape: Vec<u64> = out_len.iter().flatten().copied().collect();
+        let cells = out_shape
+            .iter()
+            .try_fold(1usize, |a, &n| a.checked_mul(usize::try_from(n).ok()?))
+            .ok_or("the output would have more cells than memory holds")?;
+        let mut strides = vec![0usize; shape.len()];
+        let mut stride = 1usize;
+        for d in (0..shape.len()).rev() {
+            if let Some(n) = out_len[d] {
+                strides[d] = stride;
+                stride = stride.saturating_mul(n as usize);
+            }
+        }
+        Ok(Plan {
+            groupings,
+            strides,
+            out_shape,
+            cells,
+        })
+    }
+
+    pub fn out_shape(&self) -> &[u64] {
+        &self.out_shape
+    }
+
+    pub fn cells(&self) -> usize {
+        self.cells
+    }
+
+    /// Output offsets of positions `start..start+len` along `dim`.
+    fn offsets(&self, dim: usize, start: u64, len: u64) -> Vec<usize> {
+        let stride = self.strides[dim];
+        (start..start + len)
+            .map(|i| match &self.groupings[dim] {
+                Grouping::Keep => i as usize * stride,
+                Grouping::Reduce => 0,
+                Grouping::Blocks(n) => (i / n) as usize * stride,
+                Grouping::Groups { of, .. } => of[i as usize] as usize * stride,
+            })
+            .collect()
+    }
+
+    /// Calls `f(cell, value, position along dim)` for each element of a
+    /// block of `shape` starting at `start` (C order values).
+    #[inline]
+    fn walk(
+        &self,
+        start: &[u64],
+        shape: &[u64],
+        along: usize,
+        values: &[f64],
+        mut f: impl FnMut(usize, f64, u64),
+    ) {
+        let n = shape.len();
+        if n == 0 {
+            if let Some(&v) = values.first() {
+                f(0, v, 0);
+            }
+            return;
+        }
+        if shape.contains(&0) {
+            return;
+        }
+        let offsets: Vec<Vec<usize>> = (0..n)
+            .map(|d| self.offsets(d, start[d], shape[d]))
+            .collect();
+        let inner = &offsets[n - 1];
+        let mut index = vec![0usize; n - 1];
+        let mut at = 0usize;
+        loop {
+            let base: usize = (0..n - 1).map(|d| offsets[d][index[d]]).sum();
+            let along_outer = if along < n - 1 {
+                start[along] + index[along] as u64
+            } else {
+                0
+            };
+            let row = &values[at..at + inner.len()];
+            if along == n - 1 {
+                for (j, (&v, &o)) in row.iter().zip(inner).enumerate() {
+                    f(base + o, v, start[along] + j as u64);
+                }
+            } else {
+                for (&v, &o) in row.iter().zip(inner) {
+                    f(base + o, v, along_outer);
+                }
+            }
+            at += inner.len();
+            // The next row.
+            let mut d = n - 1;
+            loop {
+                if d == 0 {
+                    return;
+                }
+                d -= 1;
+                index[d] += 1;
+                if (index[d] as u64) < shape[d] {
+                    break;
+                }
+                index[d] = 0;
+            }
+        }
+    }
+}
+
+/// Per-cell state of a reduction, mergeable.
+#[derive(Debug, Clone)]
+pub struct Accumulator {
+    op: Op,
+    count: Vec<u64>,
+    /// Mean/var: the first value seen (a shift that keeps the sums of
+    /// squares from cancelling); min/max: the extreme; sum: unused.
+    a: Vec<f64>,
+    /// Sum of (value - shift), or the sum.
+    s1: Vec<f64>,
+    /// Sum of (value - shift)^2.
+    s2: Vec<f64>,
+    /// argmin/argmax: the position of the extreme.
+    pos: Vec<u64>,
+    /// median/quantile: every value.
+    values: Vec<Vec<f64>>,
+    /// The dimension argmin/argmax report positions along.
+    along: usize,
+}
+
+impl Accumulator {
+    /// An accumulator for `cells` output cells; `along` is the reduced
+    /// dimension argmin/argmax report positions of.
+    pub fn new(op: Op, cells: usize, along: usize) -> Self {
+        let sized = |on: bool, v: f64| if on { vec![v; cells] } else { Vec::new() };
+        let extreme = match op {
+            Op::Min | Op::Argmin => f64::INFINITY,
+            _ => f64::NEG_INFINITY,
+        };
+        Accumulator {
+            op,
+            count: vec![0; cells],
+            a: sized(
+                matches!(
+                    op,
+                    Op::Mean | Op::Std | Op::Var | Op::Min | Op::Max | Op::Argmin | Op::Argmax
+                ),
+                if matches!(op, Op::Mean | Op::Std | Op::Var) {
+                    0.0
+                } else {
+                    extreme
+                },
+            ),
+            s1: sized(matches!(op, Op::Mean | Op::Std | Op::Var | Op::Sum), 0.0),
+            s2: sized(matches!(op, Op::Std | Op::Var), 0.0),
+            pos: if op.is_arg() {
+                vec![0; cells]
+            } else {
+                Vec::new()
+            },
+            values: if op.holds_values() {
+                vec![Vec::new(); cells]
+            } else {
+                Vec::new()
+            },
+            along,
+        }
+    }
+
+    /// Bytes it holds per cell (beyond held values).
+    pub fn bytes_per_cell(op: Op) -> u64 {
+        match op {
+            Op::Count => 8,
+            Op::Sum => 16,
+            Op::Min | Op::Max => 16,
+            Op::Mean | Op::Argmin | Op::Argmax => 24,
+            Op::Std | Op::Var => 32,
+            Op::Median | Op::Quantile => 32,
+        }
+    }
+
+    /// Takes a block of values (C order, `shape`, at `start` of the input).
+    pub fn add(&mut self, plan: &Plan, start: &[u64], shape: &[u64], values: &[f64]) {
+        let along = self.along;
+        match self.op {
+            Op::Count => plan.walk(start, shape, along, values, |c, v, _| {
+                if !v.is_nan() {
+                    self.count[c] += 1;
+                }
+            }),
+            Op::Sum => plan.walk(start, shape, along, values, |c, v, _| {
+                if !v.is_nan() {
+                    self.count[c] += 1;
+                    self.s1[c] += v;
+                }
+            }),
+            Op::Mean => plan.walk(start, shape, along, values, |c, v, _| {
+                if !v.is_nan() {
+                    if self.count[c] == 0 {
+                        self.a[c] = v;
+                    }
+                    self.count[c] += 1;
+                    self.s1[c] += v - self.a[c];
+                }
+            }),
+            Op::Std | Op::Var => plan.walk(start, shape, along, values, |c, v, _| {
+                if !v.is_nan() {
+                    if self.count[c] == 0 {
+                        self.a[c] = v;
+                    }
+                    self.count[c] += 1;
+                    let d = v - self.a[c];
+                    self.s1[c] += d;
+                    self.s2[c] += d * d;
+                }
+            }),
+            Op::Min | Op::Argmin => plan.walk(start, shape, along, values, |c, v, p| {
+                if v < self.a[c] || (self.count[c] == 0 && !v.is_nan()) {
+                    self.a[c] = v;
+                    if let Some(slot) = self.pos.get_mut(c) {
+                        *slot = p;
+                    }
+                }
+                if !v.is_nan() {
+                    self.count[c] += 1;
+                }
+            }),
+            Op::Max | Op::Argmax => plan.walk(start, shape, along, values, |c, v, p| {
+                if v > self.a[c] || (self.count[c] == 0 && !v.is_nan()) {
+                    self.a[c] = v;
+                    if let Some(slot) = self.pos.get_mut(c) {
+                        *slot = p;
+                    }
+                }
+                if !v.is_nan() {
+                    self.count[c] += 1;
+                }
+            }),
+            Op::Median | Op::Quantile => plan.walk(start, shape, along, values, |c, v, _| {
+                if !v.is_nan() {
+                    self.count[c] += 1;
+                    self.values[c].push(v);
+                }
+            }),
+        }
+    }
+
+    /// Folds in another accumulator of the same plan. For argmin/argmax
+    /// the earlier position wins a tie only if `other` covers later input.
+    pub fn merge(&mut self, mut other: Accumulator) {
+        for c in 0..self.count.len() {
+            let (n1, n2) = (self.count[c], other.count[c]);
+            if n2 == 0 {
+                continue;
+            }
+            match self.op {
+                Op::Count => {}
+                Op::Sum => self.s1[c] += other.s1[c],
+                Op::Mean | Op::Std | Op::Var => {
+                    if n1 == 0 {
+                        self.a[c] = other.a[c];
+                        self.s1[c] = other.s1[c];
+                        if !self.s2.is_empty() {
+                            self.s2[c] = other.s2[c];
+                        }
+                    } else {
+                        // Re-centre the other's sums on this shift.
+                        let delta = other.a[c] - self.a[c];
+                        let n2f = n2 as f64;
+                        self.s1[c] += other.s1[c] + n2f * delta;
+                        if !self.s2.is_empty() {
+                            self.s2[c] +=
+                                other.s2[c] + 2.0 * delta * other.s1[c] + n2f * delta * delta;
+                        }
+                    }
+                }
+                Op::Min | Op::Argmin => {
+                    let better = other.a[c] < self.a[c]
+                        || (other.a[c] == self.a[c]
+                            && self.op == Op::Argmin
+                            && other.pos[c] < self.pos[c]);
+                    if n1 == 0 || better {
+                        self.a[c] = other.a[c];
+                        if !self.pos.is_empty() {
+                            self.pos[c] = other.pos[c];
+                        }
+                    }
+                }
+                Op::Max | Op::Argmax => {
+                    let better = other.a[c] > self.a[c]
+                        || (other.a[c] == self.a[c]
+                            && self.op == Op::Argmax
+                            && other.pos[c] < self.pos[c]);
+                    if n1 == 0 || better {
+                        self.a[c] = other.a[c];
+                        if !self.pos.is_empty() {
+                            self.pos[c] = other.pos[c];
+                        }
+                    }
+                }
+                Op::Median | Op::Quantile => {
+                    self.values[c].append(&mut other.values[c]);
+                }
+            }
+            self.count[c] += n2;
+        }
+    }
+
+    /// Cells where nothing was counted (all missing), for argmin/argmax,
+    /// which have no answer there.
+    pub fn first_empty(&self) -> Option<usize> {
+        self.count.iter().position(|&n| n == 0)
+    }
+
+    /// The results: one value per cell, or for quantiles one block of
+    /// cells per `q`.
+    pub fn finish(mut self, ddof: u64, q: &[f64]) -> Vec<f64> {
+        let n = self.count.len();
+        let count = |c: usize| self.count[c] as f64;
+        match self.op {
+            Op::Count => (0..n).map(count).collect(),
+            Op::Sum => self.s1,
+            Op::Mean => (0..n)
+                .map(|c| {
+                    if self.count[c] == 0 {
+                        f64::NAN
+                    } else {
+                        self.a[c] + self.s1[c] / count(c)
+                    }
+                })
+                .collect(),
+            Op::Std | Op::Var => (0..n)
+                .map(|c| {
+                    let k = self.count[c];
+                    if k <= ddof {
+                        return f64::NAN;
+                    }
+                    let m2 = (self.s2[c] - self.s1[c] * self.s1[c] / k as f64).max(0.0);
+                    let var = m2 / (k - ddof) as f64;
+                    if self.op == Op::Std {
+                        var.sqrt()
+                    } else {
+                        var
+                    }
+                })
+                .collect(),
+            Op::Min | Op::Max => (0..n)
+                .map(|c| {
+                    if self.count[c] == 0 {
+                        f64::NAN
+                    } else {
+                        self.a[c]
+                    }
+                })
+                .collect(),
+            Op::Argmin | Op::Argmax => self.pos.iter().map(|&p| p as f64).collect(),
+            Op::Median => self.values.iter_mut().map(|v| quantile(v, 0.5)).collect(),
+            Op::Quantile => {
+                let mut out = Vec::with_capacity(n * q.len());
+                for v in &mut self.values {
+                    v.sort_unstable_by(f64::total_cmp);
+                }
+                for &q in q {
+                    out.extend(self.values.iter_mut().map(|v| quantile_sorted(v, q)));
+                }
+                out
+            }
+        }
+    }
+}
+
+/// numpy's default (linear) quantile of values, NaN when there are none.
+fn quantile(values: &mut [f64], q: f64) -> f64 {
+    values.sort_unstable_by(f64::total_cmp);
+    quantile_sorted(values, q)
+}
+
+fn quantile_sorted(values: &[f64], q: f64) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    let h = (values.len() - 1) as f64 * q;
+    let lo = h.floor() as usize;
+    let hi = (lo + 1).min(values.len() - 1);
+    let frac = h - lo as f64;
+    values[lo] + frac * (values[hi] - values[lo])
+}
+
+/// Summary statistics of a selection, mergeable.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Summary {
+    /// Elements seen, missing ones included.
+    pub total: u64,
+    pub count: u64,
+    pub min: f64,
+    pub max: f64,
+    shift: f64,
+    s1: f64,
+    s2: f64,
+}
+
+impl Summary {
+    pub fn add(&mut self, values: &[f64]) {
+        self.total += values.len() as u64;
+        for &v in values {
+            if v.is_nan() {
+                continue;
+            }
+            if self.count == 0 {
+                self.shift = v;
+                self.min = v;
+                self.max = v;
+            }
+            self.count += 1;
+            self.min = self.min.min(v);
+            self.max = self.max.max(v);
+            let d = v - self.shift;
+            self.s1 += d;
+            self.s2 += d * d;
+        }
+    }
+
+    pub fn merge(&mut self, o: Summary) {
+        self.total += o.total;
+        if o.count == 0 {
+            return;
+        }
+        if self.count == 0 {
+            *self = Summary {
+                total: self.total,
+                ..o
+            };
+            return;
+        }
+        let delta = o.shift - self.shift;
+        let n2 = o.count as f64;
+        self.s2 += o.s2 + 2.0 * delta * o.s1 + n2 * delta * delta;
+        self.s1 += o.s1 + n2 * delta;
+        self.count += o.count;
+        self.min = self.min.min(o.min);
+        self.max = self.max.max(o.max);
+    }
+
+    pub fn mean(&self) -> f64 {
+        if self.count == 0 {
+            f64::NAN
+        } else {
+            self.shift + self.s1 / self.count as f64
+        }
+    }
+
+    /// Population standard deviation (numpy's default, ddof 0).
+    pub fn std(&self) -> f64 {
+        if self.count == 0 {
+            return f64::NAN;
+        }
+        let n = self.count as f64;
+        ((self.s2 - self.s1 * self.s1 / n).max(0.0) / n).sqrt()
+    }
+}
+
+/// Counts of values in equal bins over `[lo, hi]` (the last bin closed,
+/// as numpy's histogram).
+#[derive(Debug, Clone)]
+pub struct Histogram {
+    pub lo: f64,
+    pub hi: f64,
+    pub counts: Vec<u64>,
+}
+
+impl Histogram {
+    pub fn new(lo: f64, hi: f64, bins: usize) -> Self {
+        Histogram {
+            lo,
+            hi,
+            counts: vec![0; bins],
+        }
+    }
+
+    pub fn add(&mut self, values: &[f64]) {
+        let bins = self.counts.len();
+        let width = self.hi - self.lo;
+        for &v in values {
+            if !(v >= self.lo && v <= self.hi) {
+                continue;
+            }
+            let b = if width > 0.0 {
+                (((v - self.lo) / width) * bins as f64) as usize
+            } else {
+                0
+            };
+            self.counts[b.min(bins - 1)] += 1;
+        }
+    }
+
+    pub fn merge(&mut self, o: &Histogram) {
+        for (a, b) in self.counts.iter_mut().zip(&o.counts) {
+            *a += b;
+        }
+    }
+
+    /// The bins' edges.
+    pub fn edges(&self) -> Vec<f64> {
+        let bins = self.counts.len();
+        (0..=bins)
+            .map(|i| self.lo + (self.hi - self.lo) * i as f64 / bins as f64)
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cube() -> (Vec<u64>, Vec<f64>) {
+        // 4 x 3 x 2, with one missing value.
+        let mut v: Vec<f64> = (0..24).map(f64::from).collect();
+        v[5] = f64::NAN;
+        (vec![4, 3, 2], v)
+    }
+
+    fn reduce(op: Op, groupings: Vec<Grouping>, split: bool) -> Vec<f64> {
+        let (shape, values) = cube();
+        let plan = Plan::new(&shape, groupings).unwrap();
+        let mut acc = Accumulator::new(op, plan.cells(), 0);
+        if split {
+            // Two blocks along the first dimension, merged.
+            let mut other = Accumulator::new(op, plan.cells(), 0);
+            acc.add(&plan, &[0, 0, 0], &[2, 3, 2], &values[..12]);
+            other.add(&plan, &[2, 0, 0], &[2, 3, 2], &values[12..]);
+            acc.merge(other);
+        } else {
+            acc.add(&plan, &[0, 0, 0], &shape, &values);
+        }
+        acc.finish(1, &[0.5])
+    }
+
+    #[test]
+    fn reducing_a_dimension_skips_missing_values() {
+        let over_first = vec![Grouping::Reduce, Grouping::Keep, Grouping::Keep];
+        for split in [false, true] {
+            let mean = reduce(Op::Mean, over_first.clone(), split);
+            // Cell (2, 1) = elements 5 (NaN), 11, 17, 23.
+            assert_eq!(mean[5], (11.0 + 17.0 + 23.0) / 3.0);
+            assert_eq!(mean[0], (0.0 + 6.0 + 12.0 + 18.0) / 4.0);
+            let var = reduce(Op::Var, over_first.clone(), split);
+            assert!((var[0] - 60.0).abs() < 1e-9, "{var:?}");
+            assert_eq!(reduce(Op::Count, over_first.clone(), split)[5], 3.0);
+            assert_eq!(reduce(Op::Argmax, over_first.clone(), split)[5], 3.0);
+            assert_eq!(reduce(Op::Min, over_first.clone(), split)[5], 11.0);
+            assert_eq!(reduce(Op::Median, over_first.clone(), split)[5], 17.0);
+        }
+    }
+
+    #[test]
+    fn blocks_and_groups_map_positions_to_cells() {
+        let coarse = vec![Grouping::Blocks(2), Grouping::Keep, Grouping::Blocks(2)];
+        let plan = Plan::new(&[4, 3, 2], coarse.clone()).unwrap();
+        assert_eq!(plan.out_shape(), &[2, 3, 1]);
+        let sum = reduce(Op::Sum, coarse, true);
+        assert_eq!(sum[0], 0.0 + 1.0 + 6.0 + 7.0);
+        let groups = Grouping::Groups {
+            of: vec![0, 0, 0, 1].into(),
+            count: 2,
+        };
+        let max = reduce(
+            Op::Max,
+            vec![groups, Grouping::Reduce, Grouping::Reduce],
+            false,
+        );
+        assert_eq!(max, vec![17.0, 23.0]);
+        assert!(Plan::new(&[5], vec![Grouping::Blocks(2)]).is_err());
+    }
+
+    #[test]
+    fn summaries_and_histograms_merge() {
+        let mut a = Summary::default();
+        a.add(&[1.0, 2.0, f64::NAN]);
+        let mut b = Summary::default();
+        b.add(&[3.0, 4.0]);
+        a.merge(b);
+        assert_eq!((a.total, a.count, a.min, a.max), (5, 4, 1.0, 4.0));
+        assert_eq!(a.mean(), 2.5);
+        assert!((a.std() - 1.118033988749895).abs() < 1e-12);
+        let mut h = Histogram::new(1.0, 4.0, 3);
+        h.add(&[1.0, 2.0, 3.0, 4.0, 5.0, f64::NAN]);
+        assert_eq!(h.counts, vec![1, 1, 2]);
+    }
+}
