@@ -8,7 +8,9 @@
 pub mod budget;
 pub mod cache;
 mod commit;
+mod compute;
 mod consolidated;
+mod dataset;
 mod error;
 mod events;
 mod listing;
@@ -24,6 +26,8 @@ use std::sync::Arc;
 pub use budget::{Budget, Reservation, REFUSED as BUDGET_REFUSED};
 pub use cache::{Node, ZarrCache};
 pub use commit::Writing;
+pub use compute::{Statistics, MAX_BINS};
+pub use dataset::{number_json, Axis, AxisValues, Query, Reduction};
 pub use error::{ErrorKind, Result, ServiceError};
 pub use events::{Change, ChangeKind, Notice, WATCH_BUFFER};
 pub use listing::{Listed, Page};
@@ -69,6 +73,8 @@ pub struct Service {
     events: Arc<events::Events>,
     /// Memory every costly answer reserves before its work starts.
     budget: Budget,
+    /// Coordinates read whole: the index of their dimension's labels.
+    coordinates: dataset::Coordinates,
 }
 
 impl Service {
@@ -97,6 +103,7 @@ impl Service {
                 crate::config::default_memory_budget(cache_size),
                 std::time::Duration::from_secs(1),
             ),
+            coordinates: dataset::coordinates_cache(),
         }
     }
 

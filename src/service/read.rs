@@ -82,6 +82,13 @@ pub struct Data {
     pub content: Content,
     /// The memory budget this answer holds until it has been sent.
     pub reservation: super::Reservation,
+    /// The dimensions of the answer with their coordinates, when asked
+    /// for and the array names its dimensions (see [`Axis`]).
+    pub axes: Vec<super::Axis>,
+    /// The variable's name (the array's).
+    pub name: String,
+    /// Its CF attributes (units, names), for formats that carry them.
+    pub attributes: serde_json::Map<String, serde_json::Value>,
 }
 
 pub enum Content {
@@ -107,6 +114,17 @@ impl Service {
     ) -> Result<Data> {
         // All of one answer from one commit of a versioned store.
         let array = self.array(&self.store.pin(path).await?).await?;
+        self.read_array(array, request, residence).await
+    }
+
+    /// [`Service::read`] of an array already looked up.
+    pub(super) async fn read_array(
+        &self,
+        array: Array,
+        request: ReadRequest,
+        residence: Residence,
+    ) -> Result<Data> {
+        let name = array.path().name().to_string();
         let ReadRequest {
             selection,
             field,
@@ -203,6 +221,9 @@ impl Service {
             fill,
             content,
             reservation,
+            axes: Vec::new(),
+            name,
+            attributes: Default::default(),
         })
     }
 }

@@ -10,9 +10,10 @@ use serde_json::{Map, Value};
 
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::input::extract::{ApiPath, ApiQuery};
+use crate::http::input::labels;
 use crate::http::output::{self, Params, FORMATS};
 use crate::http::state::AppState;
-use crate::service::{Content, ReadRequest};
+use crate::service::{Content, Query, ReadRequest};
 use crate::store::node_path;
 use crate::zarr::selection::MAX_LISTED;
 use crate::zarr::Selection;
@@ -85,10 +86,21 @@ pub async fn data_get(
     RawQuery(query): RawQuery,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
-    let others = url::form_urlencoded::parse(query.as_deref().unwrap_or("").as_bytes())
-        .filter(|(k, _)| !READ_PARAMS.contains(&k.as_ref()))
-        .map(|(k, v)| (k.into_owned(), v.into_owned()));
-    data(state, &path, params, Params::from_query(others)?, &headers).await
+    let (labelled, others): (Vec<_>, Vec<_>) =
+        url::form_urlencoded::parse(query.as_deref().unwrap_or("").as_bytes())
+            .filter(|(k, _)| !READ_PARAMS.contains(&k.as_ref()))
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .partition(|(k, _)| labels::is_label_param(k));
+    let query = labels::parse(&labelled)?;
+    data(
+        state,
+        &path,
+        params,
+        query,
+        Params::from_query(others)?,
+        &headers,
+    )
+    .await
 }
 
 /// `points`: JSON text in a query, a list in a body. Read straight into
@@ -169,7 +181,7 @@ pub async fn data_post(
                 ),
                 _ => e,
             })?;
-    let BodyParams(params, others) = serde_json::from_slice(&body).map_err(|e| {
+    let BodyParams(params, mut others) = serde_json::from_slice(&body).map_err(|e| {
         ApiError::new(
             StatusCode::UNPROCESSABLE_ENTITY,
             "bad_body",
@@ -178,7 +190,36 @@ pub async fn data_post(
             ),
         )
     })?;
-    data(state, &path, params, Params::from_body(others), &headers).await
+    let labelled: Vec<(String, String)> = others
+        .keys()
+        .filter(|k| labels::is_label_param(k))
+        .cloned()
+        .collect::<Vec<_>>()
+        .into_iter()
+        .filter_map(|k| {
+            let v = others.remove(&k)?;
+            Some(match v {
+                Value::String(s) => Ok((k, s)),
+                Value::Number(n) => Ok((k, n.to_string())),
+                other => Err(ApiError::new(
+                    StatusCode::UNPROCESSABLE_ENTITY,
+                    "bad_body",
+                    format!("the body's parameters: '{k}' is {other}, not a string or number"),
+                )),
+            })
+        })
+        .collect::<ApiResult<_>>()?;
+    let query = labels::parse(&labelled)
+        .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "bad_body", e.message))?;
+    data(
+        state,
+        &path,
+        params,
+        query,
+        Params::from_body(others),
+        &headers,
+    )
+    .await
 }
 
 /// A `select=` parameter, with parse errors as 400s.
@@ -208,10 +249,17 @@ async fn data(
     state: AppState,
     path: &str,
     mut params: DataParams,
+    query: Query,
     others: Params,
     headers: &HeaderMap,
 ) -> ApiResult<Response> {
     unknown_params(&others)?;
+    if query.selects() && (params.select.is_some() || params.points.is_some()) {
+        return Err(ApiError::bad_request(
+            "bad_selection",
+            "sel.{dim} and isel.{dim} select by themselves: give them or select=/points=, not both",
+        ));
+    }
     let mut key = node_path(path)?;
     if let Some(level) = params.level {
         key = state.service.level_path(&key, level).await?;
@@ -230,7 +278,13 @@ async fn data(
     };
     let mut data = state
         .service
-        .read(&key, request, format.residence())
+        .read_query(
+            &key,
+            request,
+            &query,
+            format.residence(),
+            format.wants_axes(),
+        )
         .await
         .map_err(|e| format.explain(e.into()))?;
     // The memory the read reserved for the data and its encoding, held
@@ -274,6 +328,8 @@ fn unknown_params(others: &Params) -> ApiResult<()> {
         return Ok(());
     };
     let mut known: Vec<&str> = READ_PARAMS.to_vec();
+    known.extend(["sel.{dim}", "isel.{dim}", "tolerance.{dim}"]);
+    known.extend(labels::NAMES);
     known.extend(FORMATS.iter().flat_map(|f| f.params()));
     let message = format!(
         "unknown parameter '{name}' (the parameters are {})",

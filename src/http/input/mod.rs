@@ -6,4 +6,5 @@ pub mod body;
 pub mod credentials;
 pub mod extract;
 pub mod json_body;
+pub mod labels;
 pub mod range;

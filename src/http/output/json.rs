@@ -30,6 +30,9 @@ impl Output for Json {
         // Text of numbers is several times their bytes.
         Residence::InMemory { expansion: 4 }
     }
+    fn wants_axes(&self) -> bool {
+        true
+    }
     fn encoder(&self, _: &Params, _: &Config) -> ApiResult<Box<dyn Encode>> {
         Ok(Box::new(encode))
     }
@@ -53,6 +56,35 @@ fn encode(data: Data) -> ApiResult<Response> {
     text.put(&json!(data.dtype.name()))?;
     text.out.extend_from_slice(b",\"data\":");
     write_data(&mut text, values, &data.dtype, &data.shape)?;
+    if !data.axes.is_empty() && data.axes.len() == data.shape.len() {
+        // As xarray's `DataArray.to_dict()` writes them, so
+        // `DataArray.from_dict` reads the answer back.
+        text.out.extend_from_slice(b",\"name\":");
+        text.put(&json!(data.name))?;
+        text.out.extend_from_slice(b",\"dims\":");
+        text.put(&json!(data
+            .axes
+            .iter()
+            .map(|a| &a.name)
+            .collect::<Vec<_>>()))?;
+        text.out.extend_from_slice(b",\"attrs\":");
+        text.put(&Value::Object(data.attributes.clone()))?;
+        text.out.extend_from_slice(b",\"coords\":{");
+        let mut first = true;
+        for axis in data.axes.iter().filter(|a| a.coordinate.is_some()) {
+            if !std::mem::take(&mut first) {
+                text.out.push(b',');
+            }
+            let c = axis.coordinate.as_ref().map(|c| &c.attributes);
+            let labels: Vec<Value> = (0..axis.coordinate.as_ref().map_or(0, |c| c.values.len()))
+                .map(|i| axis.label(i).unwrap_or(Value::Null))
+                .collect();
+            text.put(&json!(axis.name))?;
+            text.out.push(b':');
+            text.put(&json!({"dims": [axis.name], "attrs": c, "data": labels}))?;
+        }
+        text.out.push(b'}');
+    }
     text.out.push(b'}');
     let mut response = Response::new(Body::from(text.out));
     response.headers_mut().insert(

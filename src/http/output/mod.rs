@@ -62,6 +62,11 @@ pub trait Output: Send + Sync {
     fn encoding_per_element(&self) -> u64 {
         0
     }
+    /// Whether it carries the answer's coordinates (read for it, from
+    /// the coordinate arrays, when the array names its dimensions).
+    fn wants_axes(&self) -> bool {
+        false
+    }
     /// The encoder of one request, its parameters read and checked before
     /// anything is read.
     fn encoder(&self, params: &Params, config: &Config) -> ApiResult<Box<dyn Encode>>;

@@ -240,6 +240,32 @@ pub fn numbers(dtype: &DataType, bytes: &[u8], out: &mut Vec<f64>) -> Option<()>
     Some(())
 }
 
+/// Numbers as elements of `dtype` (little-endian), cast as numpy's
+/// `astype` does; `dtype` is a numeric type of [`numbers`].
+pub fn to_bytes(dtype: &DataType, values: &[f64]) -> Vec<u8> {
+    macro_rules! each {
+        ($t:ty) => {
+            values
+                .iter()
+                .flat_map(|&v| (v as $t).to_le_bytes())
+                .collect()
+        };
+    }
+    match dtype {
+        DataType::Float32 => each!(f32),
+        DataType::Int8 => each!(i8),
+        DataType::Int16 => each!(i16),
+        DataType::Int32 => each!(i32),
+        DataType::Int64 => each!(i64),
+        DataType::UInt8 => each!(u8),
+        DataType::UInt16 => each!(u16),
+        DataType::UInt32 => each!(u32),
+        DataType::UInt64 => each!(u64),
+        DataType::Bool => values.iter().map(|&v| u8::from(v != 0.0)).collect(),
+        _ => each!(f64),
+    }
+}
+
 /// The attributes a variable's description carries (units, names, CF
 /// roles), the rest being the writer's.
 pub fn described_attributes(attrs: &Map<String, Value>) -> Map<String, Value> {
