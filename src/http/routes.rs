@@ -10,7 +10,9 @@ use std::sync::LazyLock;
 use axum::routing::MethodRouter;
 use percent_encoding::percent_decode_str;
 
-use super::handlers::{api, data, dav, preview, probes, raw, s3, versions, viewer, watch, write};
+use super::handlers::{
+    api, data, dav, preview, probes, raw, s3, statistics, versions, viewer, watch, write,
+};
 use super::state::AppState;
 use crate::auth::Scope;
 
@@ -170,6 +172,16 @@ pub static ROUTES: &[Route] = &[
             op!(post, READ, data::data_post),
             op!(put, WRITE, write::put_data),
         ],
+        resource: Resource::Param,
+    },
+    Route {
+        path: "/api/v1/statistics/{path}",
+        methods: &[op!(get, READ, statistics::statistics)],
+        resource: Resource::Param,
+    },
+    Route {
+        path: "/api/v1/histogram/{path}",
+        methods: &[op!(get, READ, statistics::histogram)],
         resource: Resource::Param,
     },
     Route {

@@ -64,7 +64,7 @@ impl Service {
             let attributes = cf::described_attributes(&array.metadata().attributes);
             let mut data = self.read_array(array.clone(), request, residence).await?;
             if let Some(resolved) = resolved {
-                data.axes = self.axes(&array, &resolved).await?;
+                data.axes = self.axes(&array, &resolved, query).await?;
                 data.attributes = attributes;
             }
             return Ok(data);
@@ -101,7 +101,7 @@ impl Service {
             None => (0..kept.len()).map(|i| format!("dim_{i}")).collect(),
         };
         let axes = if cf::dimension_names(meta).is_some() {
-            self.axes(&array, &resolved).await?
+            self.axes(&array, &resolved, query).await?
         } else {
             Vec::new()
         };

@@ -35,6 +35,9 @@ pub struct Query {
     /// `decode=cf`.
     pub decode: bool,
     pub reduction: Option<Reduction>,
+    /// The caller may not read the array's group, and so not the
+    /// coordinates beside the array: no labels, no coordinates in answers.
+    pub without_coordinates: bool,
 }
 
 impl Query {
@@ -274,6 +277,16 @@ impl Service {
             given[d] = true;
             dims[d] = selector.clone();
         }
+        if query.without_coordinates && !query.sel.is_empty() {
+            return Err(ServiceError::new(
+                super::ErrorKind::Forbidden,
+                "forbidden",
+                format!(
+                    "labels are looked up in the coordinate arrays beside '{}', which this token may not read; select by index (isel.{{dim}}=)",
+                    array.path()
+                ),
+            ));
+        }
         for (dim, sel) in &query.sel {
             let d = position(dim)?;
             if std::mem::replace(&mut given[d], true) {
@@ -308,7 +321,12 @@ impl Service {
 
     /// The axes of a read of `array` resolved as `resolved`: the kept
     /// dimensions, each with its coordinate's values at the positions read.
-    pub(super) async fn axes(&self, array: &Array, resolved: &Resolved) -> Result<Vec<Axis>> {
+    pub(super) async fn axes(
+        &self,
+        array: &Array,
+        resolved: &Resolved,
+        query: &Query,
+    ) -> Result<Vec<Axis>> {
         let Some(names) = cf::dimension_names(array.metadata()) else {
             return Ok(Vec::new());
         };
@@ -320,7 +338,12 @@ impl Service {
             if !dim.keep {
                 continue;
             }
-            let coordinate = match self.coordinate(array.path(), name, len).await {
+            let found = if query.without_coordinates {
+                Ok(None)
+            } else {
+                self.coordinate(array.path(), name, len).await
+            };
+            let coordinate = match found {
                 Ok(Some(indexed)) => Some(axis_values(&indexed, &dim.indices)),
                 // An answer's labels are a courtesy: a coordinate too long
                 // to index leaves its dimension unlabelled.
@@ -353,5 +376,120 @@ pub(super) fn kept(resolved: &Resolved) -> Vec<(usize, &ResolvedDim)> {
     match resolved {
         Resolved::Orthogonal(dims) => dims.iter().enumerate().filter(|(_, d)| d.keep).collect(),
         Resolved::Points { .. } => Vec::new(),
+    }
+}
+
+/// A group read as xarray reads it.
+#[derive(Debug, Clone, Default)]
+pub struct DatasetView {
+    /// Every dimension a member names, with its length.
+    pub dimensions: Vec<(String, u64)>,
+    pub coordinates: Vec<VariableView>,
+    pub data_variables: Vec<VariableView>,
+}
+
+/// One array of a dataset.
+#[derive(Debug, Clone)]
+pub struct VariableView {
+    pub name: String,
+    pub dimensions: Vec<String>,
+    pub shape: Vec<u64>,
+    pub dtype: String,
+    /// Its CF attributes.
+    pub attributes: Map<String, Value>,
+    /// A dimension coordinate's first and last labels.
+    pub extent: Option<(Value, Value)>,
+    /// A dimension coordinate's time calendar.
+    pub calendar: Option<&'static str>,
+}
+
+impl Service {
+    /// The group at `group` as a dataset; `None` when no member names
+    /// its dimensions.
+    pub async fn dataset(&self, group: &StoreKey) -> Result<Option<DatasetView>> {
+        let mut view = DatasetView::default();
+        let mut arrays = Vec::new();
+        for (name, node) in self.members(group).await? {
+            if !matches!(node, Ok(NodeMetadata::Array(_))) {
+                continue;
+            }
+            // A listing's nodes are summaries: the attributes are the node's.
+            let Ok(node) = self.node(&group.join(&name)?).await else {
+                continue;
+            };
+            let NodeMetadata::Array(meta) = &node.meta else {
+                continue;
+            };
+            let meta = meta.clone();
+            let Some(dims) = cf::dimension_names(&meta) else {
+                continue;
+            };
+            for (d, &len) in dims.iter().zip(&meta.shape) {
+                if !view.dimensions.iter().any(|(n, _)| n == d) {
+                    view.dimensions.push((d.clone(), len));
+                }
+            }
+            arrays.push((name, dims, meta));
+        }
+        if arrays.is_empty() {
+            return Ok(None);
+        }
+        // Non-dimension coordinates: what data variables list in `coordinates`.
+        let listed: Vec<String> = arrays
+            .iter()
+            .filter_map(|(_, _, m)| {
+                m.attributes
+                    .get("coordinates")?
+                    .as_str()
+                    .map(str::to_string)
+            })
+            .flat_map(|s| s.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+            .collect();
+        for (name, dims, meta) in arrays {
+            let is_index = dims.len() == 1 && dims[0] == name;
+            let (extent, calendar) = if is_index {
+                let path = group.join(&name)?;
+                match self.coordinate(&path, &name, meta.shape[0]).await {
+                    Ok(Some(indexed)) => {
+                        let c = &indexed.coordinate;
+                        let axis = Axis {
+                            name: name.clone(),
+                            coordinate: Some(axis_values(
+                                &indexed,
+                                &Indices::Range {
+                                    start: 0,
+                                    step: (c.len() as u64).saturating_sub(1).max(1),
+                                    len: c.len().min(2) as u64,
+                                },
+                            )),
+                        };
+                        let first = axis.label(0).unwrap_or(Value::Null);
+                        let last = axis.label(1).unwrap_or_else(|| first.clone());
+                        (
+                            Some((first, last)),
+                            c.time.as_ref().map(|t| t.calendar.name()),
+                        )
+                    }
+                    _ => (None, None),
+                }
+            } else {
+                (None, None)
+            };
+            let variable = VariableView {
+                attributes: described_attributes(&meta.attributes),
+                dtype: meta.dtype.name(),
+                shape: meta.shape.clone(),
+                dimensions: dims,
+                extent,
+                calendar,
+                name: name.clone(),
+            };
+            if is_index || listed.contains(&name) {
+                view.coordinates.push(variable);
+            } else {
+                view.data_variables.push(variable);
+            }
+        }
+        Ok(Some(view))
     }
 }

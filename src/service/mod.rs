@@ -27,7 +27,7 @@ pub use budget::{Budget, Reservation, REFUSED as BUDGET_REFUSED};
 pub use cache::{Node, ZarrCache};
 pub use commit::Writing;
 pub use compute::{Statistics, MAX_BINS};
-pub use dataset::{number_json, Axis, AxisValues, Query, Reduction};
+pub use dataset::{number_json, Axis, AxisValues, DatasetView, Query, Reduction, VariableView};
 pub use error::{ErrorKind, Result, ServiceError};
 pub use events::{Change, ChangeKind, Notice, WATCH_BUFFER};
 pub use listing::{Listed, Page};

@@ -280,3 +280,46 @@ def test_labels_need_named_dimensions_and_coordinates(served):
     zarr.create_array(str(root / "plain.zarr"), shape=(4,), dtype="int8", fill_value=0)
     status, err = error(data_url(base, "plain.zarr", **{"isel.x": "1"}))
     assert (status, err["code"]) == (400, "no_dimensions"), err
+
+
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_statistics_and_histograms_equal_numpy(served, name):
+    base, root = served
+    ds = open_decoded(root, name)
+    values = ds.packed.sel(time="2001-02").values
+    query = urllib.parse.urlencode({"sel.time": "2001-02", "decode": "cf"})
+    stats = json.loads(get(f"{base}/api/v1/statistics/{name}/packed?{query}"))
+    finite = values[~np.isnan(values)]
+    assert stats["count"] == finite.size and stats["total"] == values.size
+    assert stats["valid_fraction"] == pytest.approx(finite.size / values.size)
+    for key, fn in [("min", np.min), ("max", np.max), ("mean", np.mean), ("std", np.std)]:
+        assert stats[key] == pytest.approx(float(fn(finite)), rel=1e-9), key
+    hist = json.loads(get(f"{base}/api/v1/histogram/{name}/packed?{query}&bins=12"))
+    counts, edges = np.histogram(finite, bins=12)
+    assert hist["counts"] == counts.tolist()
+    np.testing.assert_allclose(hist["edges"], edges)
+    ranged = json.loads(get(f"{base}/api/v1/histogram/{name}/packed?{query}&bins=4&range=250,260"))
+    assert ranged["counts"] == np.histogram(finite, bins=4, range=(250, 260))[0].tolist()
+    status, err = error(f"{base}/api/v1/histogram/{name}/packed?bins=0")
+    assert status == 400 and err["message"].startswith("bins")
+    status, err = error(f"{base}/api/v1/statistics/{name}/packed?reduce=mean")
+    assert status == 400 and "unknown parameter 'reduce'" in err["message"]
+
+
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_meta_describes_the_dataset(served, name):
+    base, root = served
+    meta = json.loads(get(f"{base}/api/v1/meta/{name}"))
+    ds = meta["dataset"]
+    assert ds["dimensions"]["lat"]["size"] == 18
+    assert sorted(ds["dimensions"]["lat"]["used_by"]) == ["ocean", "packed", "temp"]
+    time = ds["coordinates"]["time"]
+    assert (time["first"], time["last"]) == ("2001-01-01T00:00:00", "2002-02-04T00:00:00")
+    assert time["calendar"] == "standard" and time["attributes"]["units"] == "days since 2000-01-01"
+    assert ds["coordinates"]["lat"]["first"] == 85 and ds["coordinates"]["lat"]["last"] == -85
+    assert ds["data_variables"]["temp"]["dimensions"] == ["time", "lat", "lon"]
+    assert ds["data_variables"]["temp"]["attributes"]["units"] == "degC"
+    array = json.loads(get(f"{base}/api/v1/meta/{name}/temp"))
+    assert array["dimensions"] == ["time", "lat", "lon"]
+    assert set(array["coordinates"]) == {"time", "lat", "lon"}
+    assert "packed" in array["shares_dimensions_with"] and "temp" not in array["shares_dimensions_with"]

@@ -10,9 +10,10 @@ use serde_json::{json, Map, Value};
 
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::state::AppState;
-use crate::service::ServiceError;
+use crate::service::{DatasetView, ServiceError, VariableView};
 use crate::store::{node_path, StoreKey};
 use crate::zarr::array::metadata_key;
+use crate::zarr::cf::dimension_names;
 use crate::zarr::fill::fill_to_v3_json;
 use crate::zarr::metadata::{CodecSpec, Order};
 use crate::zarr::{Array, ArrayMetadata, DataType, Endian, NodeMetadata};
@@ -163,10 +164,29 @@ pub async fn meta(
             if let Some(image) = state.service.multiscale(&key).await? {
                 out.insert("multiscales".into(), json!([image_json(&image)]));
             }
+            if let Some(view) = state.service.dataset(&key).await? {
+                out.insert("dataset".into(), dataset_json(&view));
+            }
         }
         NodeMetadata::Array(meta) => {
             if let Some(array) = &cached.array {
                 array_details(&state, array, &mut out).await?;
+            }
+            if let (Some(dims), Some(parent)) = (dimension_names(meta), key.parent()) {
+                out.insert("dimensions".into(), json!(dims));
+                // Coordinates are the parent group's members: described
+                // only to callers that may read it.
+                let within = caller.as_ref().and_then(|c| c.0.within.clone());
+                let may_read = within.is_none_or(|prefix| {
+                    StoreKey::new(&prefix).is_ok_and(|p| parent.is_at_or_below(&p))
+                });
+                if may_read {
+                    if let Some(view) = state.service.dataset(&parent).await? {
+                        let (coords, shares) = coordinates_of(&view, key.name(), &dims);
+                        out.insert("coordinates".into(), coords);
+                        out.insert("shares_dimensions_with".into(), json!(shares));
+                    }
+                }
             }
             // What the document says of an array whose data zarrd cannot
             // decode, and why.
@@ -284,6 +304,70 @@ async fn array_details(
         json!(metadata_key(array.path(), meta.zarr_format)),
     );
     Ok(())
+}
+
+fn variable_json(v: &VariableView) -> Value {
+    let mut out = json!({
+        "dimensions": v.dimensions,
+        "shape": v.shape,
+        "dtype": v.dtype,
+        "attributes": v.attributes,
+    });
+    if let Some((first, last)) = &v.extent {
+        out["first"] = first.clone();
+        out["last"] = last.clone();
+    }
+    if let Some(calendar) = v.calendar {
+        out["calendar"] = json!(calendar);
+    }
+    out
+}
+
+/// A group as a dataset: its dimensions, coordinates (with their extent,
+/// times in ISO 8601) and data variables, and which variables use each
+/// dimension.
+fn dataset_json(view: &DatasetView) -> Value {
+    let all = view.coordinates.iter().chain(&view.data_variables);
+    let dimensions: Map<String, Value> = view
+        .dimensions
+        .iter()
+        .map(|(name, len)| {
+            let users: Vec<&str> = all
+                .clone()
+                .filter(|v| v.dimensions.contains(name) && &v.name != name)
+                .map(|v| v.name.as_str())
+                .collect();
+            (name.clone(), json!({"size": len, "used_by": users}))
+        })
+        .collect();
+    let named = |list: &[VariableView]| -> Map<String, Value> {
+        list.iter()
+            .map(|v| (v.name.clone(), variable_json(v)))
+            .collect()
+    };
+    json!({
+        "dimensions": dimensions,
+        "coordinates": named(&view.coordinates),
+        "data_variables": named(&view.data_variables),
+    })
+}
+
+/// The coordinates of an array's dimensions, and the other variables of
+/// its group that share a dimension with it.
+fn coordinates_of(view: &DatasetView, name: &str, dims: &[String]) -> (Value, Vec<String>) {
+    let coords: Map<String, Value> = view
+        .coordinates
+        .iter()
+        .filter(|c| c.dimensions.len() == 1 && dims.contains(&c.name))
+        .map(|c| (c.name.clone(), variable_json(c)))
+        .collect();
+    let shares = view
+        .data_variables
+        .iter()
+        .filter(|v| v.name != name && v.dimensions.iter().any(|d| dims.contains(d)))
+        .map(|v| v.name.clone())
+        .collect();
+    (Value::Object(coords), shares)
 }
 
 /// `GET /api/v1/stats`: cache counters.

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 
 use crate::http::error::{ApiError, ApiResult};
+use crate::http::input::credentials::Caller;
 use crate::http::input::extract::{ApiPath, ApiQuery};
 use crate::http::input::labels;
 use crate::http::output::{self, Params, FORMATS};
@@ -84,6 +85,7 @@ pub async fn data_get(
     ApiPath(path): ApiPath<String>,
     ApiQuery(params): ApiQuery<DataParams>,
     RawQuery(query): RawQuery,
+    caller: Option<axum::Extension<Caller>>,
     headers: HeaderMap,
 ) -> ApiResult<Response> {
     let (labelled, others): (Vec<_>, Vec<_>) =
@@ -91,7 +93,8 @@ pub async fn data_get(
             .filter(|(k, _)| !READ_PARAMS.contains(&k.as_ref()))
             .map(|(k, v)| (k.into_owned(), v.into_owned()))
             .partition(|(k, _)| labels::is_label_param(k));
-    let query = labels::parse(&labelled)?;
+    let mut query = labels::parse(&labelled)?;
+    query.without_coordinates = !may_read_group(&path, caller);
     data(
         state,
         &path,
@@ -166,6 +169,7 @@ pub async fn data_post(
     request: axum::extract::Request,
 ) -> ApiResult<Response> {
     let headers = request.headers().clone();
+    let caller = request.extensions().get::<Caller>().cloned();
     // Parameters, not data: a points list this size is already a million
     // points, and parsing JSON costs many times its bytes.
     let crate::http::input::extract::ApiBody(body, _held) =
@@ -209,8 +213,9 @@ pub async fn data_post(
             })
         })
         .collect::<ApiResult<_>>()?;
-    let query = labels::parse(&labelled)
+    let mut query = labels::parse(&labelled)
         .map_err(|e| ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "bad_body", e.message))?;
+    query.without_coordinates = !may_read_group(&path, caller.map(axum::Extension));
     data(
         state,
         &path,
@@ -220,6 +225,18 @@ pub async fn data_post(
         &headers,
     )
     .await
+}
+
+/// Whether the caller may read the group of the array at `path`, where
+/// its coordinates are (a token limited to the array may not).
+pub fn may_read_group(path: &str, caller: Option<axum::Extension<Caller>>) -> bool {
+    let Some(within) = caller.and_then(|c| c.0.within) else {
+        return true;
+    };
+    let parent = node_path(path).ok().and_then(|k| k.parent());
+    parent.is_some_and(|parent| {
+        crate::store::StoreKey::new(&within).is_ok_and(|p| parent.is_at_or_below(&p))
+    })
 }
 
 /// A `select=` parameter, with parse errors as 400s.

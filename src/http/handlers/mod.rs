@@ -10,6 +10,7 @@ pub mod preview;
 pub mod probes;
 pub mod raw;
 pub mod s3;
+pub mod statistics;
 pub mod versions;
 pub mod viewer;
 pub mod watch;
