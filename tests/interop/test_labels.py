@@ -6,6 +6,7 @@ answer equals what xarray computes in-process on the same store: bitwise
 for selections, within float tolerance for reductions."""
 
 import io
+import subprocess
 import json
 import urllib.error
 import urllib.parse
@@ -323,3 +324,53 @@ def test_meta_describes_the_dataset(served, name):
     assert array["dimensions"] == ["time", "lat", "lon"]
     assert set(array["coordinates"]) == {"time", "lat", "lon"}
     assert "packed" in array["shares_dimensions_with"] and "temp" not in array["shares_dimensions_with"]
+
+
+def fetch_dataset(url, tmp_path, name="answer.nc"):
+    path = tmp_path / name
+    path.write_bytes(get(url))
+    return path
+
+
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_netcdf_answers_open_in_xarray_and_ncdump(served, name, tmp_path):
+    base, root = served
+    ds = open_decoded(root, name)
+    sel = {"sel.time": "2001-03-01..2001-03-10", "sel.lat": "45..-45"}
+    # Raw values with their packing: xarray decodes them as it decodes the store.
+    path = fetch_dataset(data_url(base, f"{name}/packed", format="netcdf", **sel), tmp_path)
+    got = xr.open_dataset(path, engine="netcdf4")
+    expected = ds.packed.sel(time=slice("2001-03-01", "2001-03-10"), lat=slice(45, -45))
+    xr.testing.assert_allclose(got.packed, expected, rtol=1e-12)
+    assert got.packed.attrs == expected.attrs
+    assert list(got.time.values) == list(expected.time.values)
+    # A reduction, in CDF-5 because count is int64.
+    path = fetch_dataset(data_url(base, f"{name}/temp", format="netcdf", reduce="count:time", **sel), tmp_path, "count.nc")
+    got = xr.open_dataset(path, engine="netcdf4")
+    np.testing.assert_array_equal(got.temp.values, ds.temp.sel(time=slice("2001-03-01", "2001-03-10"), lat=slice(45, -45)).count("time").values)
+    assert open(path, "rb").read(4) == b"CDF\x05"
+    dump = subprocess.run(["ncdump", "-h", str(path)], capture_output=True, text=True, check=True).stdout
+    assert "int64 temp(lat, lon)" in dump and 'cell_methods = "time: count"' in dump
+    # Classic files read with scipy too.
+    path = fetch_dataset(data_url(base, f"{name}/temp", format="netcdf", decode="cf", **sel), tmp_path, "temp.nc")
+    assert open(path, "rb").read(4) == b"CDF\x02"
+    got = xr.open_dataset(path, engine="scipy")
+    xr.testing.assert_identical(got.temp.drop_attrs(), expected.copy(data=ds.temp.sel(time=slice("2001-03-01", "2001-03-10"), lat=slice(45, -45)).values).rename("temp").drop_attrs())
+    text = subprocess.run(["ncdump", str(path)], capture_output=True, text=True, check=True).stdout
+    assert 'time:units = "days since 2000-01-01"' in text
+
+
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_csv_answers_read_by_pandas(served, name):
+    base, root = served
+    ds = open_decoded(root, name)
+    sel = {"sel.time": "2001-03-01..2001-03-03", "sel.lat": "45..25", "sel.lon": "30..60"}
+    text = get(data_url(base, f"{name}/temp", format="csv", **sel)).decode()
+    got = pd.read_csv(io.StringIO(text), parse_dates=["time"]).set_index(["time", "lat", "lon"])
+    expected = ds.temp.sel(time=slice("2001-03-01", "2001-03-03"), lat=slice(45, 25), lon=slice(30, 60)).to_dataframe()[["temp"]]
+    pd.testing.assert_frame_equal(got, expected, check_dtype=False, check_index_type=False)
+    wide = pd.read_csv(io.StringIO(get(data_url(base, f"{name}/temp", format="csv", layout="wide", **{"isel.time": "0", "sel.lat": "45..25"})).decode()), index_col=0)
+    np.testing.assert_array_equal(wide.values.astype("float32"), ds.temp.isel(time=0).sel(lat=slice(45, 25)).values)
+    assert list(wide.columns[:2]) == ["0.0", "15.0"]
+    status, err = error(data_url(base, f"{name}/temp", format="csv", layout="wide"))
+    assert status == 400 and "2-D" in err["message"]

@@ -8,8 +8,10 @@
 
 pub mod cache_control;
 pub mod compression;
+mod csv;
 pub mod image;
 mod json;
+mod netcdf;
 mod npy;
 mod png;
 mod raw;
@@ -186,7 +188,14 @@ impl Params {
 }
 
 /// Every format; the first is the default.
-pub const FORMATS: &[&dyn Output] = &[&npy::Npy, &json::Json, &raw::Raw, &png::Png];
+pub const FORMATS: &[&dyn Output] = &[
+    &npy::Npy,
+    &json::Json,
+    &raw::Raw,
+    &png::Png,
+    &csv::Csv,
+    &netcdf::NetCdf,
+];
 
 /// The format `format=` names (which wins), or the first whose content type
 /// `Accept` lists; `.npy` when neither says.

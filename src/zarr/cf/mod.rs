@@ -151,7 +151,7 @@ impl Packing {
 /// A numeric attribute: a number, one of the strings v3 metadata writes
 /// for special floats, or the base64 of a little-endian float64 (xarray's
 /// v3 `_FillValue`).
-fn attr_number(v: &Value) -> Option<f64> {
+pub fn attr_number(v: &Value) -> Option<f64> {
     match v {
         Value::Number(n) => n.as_f64(),
         Value::Bool(b) => Some(f64::from(u8::from(*b))),
