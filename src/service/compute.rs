@@ -66,6 +66,7 @@ impl Service {
             if let Some(resolved) = resolved {
                 data.axes = self.axes(&array, &resolved, query).await?;
                 data.attributes = attributes;
+                data.grid_mapping = self.grid_mapping(&array, query).await;
             }
             return Ok(data);
         }
@@ -268,7 +269,9 @@ impl Service {
                 )),
             );
         }
+        let grid_mapping = self.grid_mapping(&array, query).await;
         Ok(Data {
+            grid_mapping,
             dtype: out_dtype,
             shape,
             limit,

@@ -358,6 +358,32 @@ impl Service {
     }
 }
 
+impl Service {
+    /// The attributes of the grid-mapping variable the array names
+    /// (`grid_mapping`: its CRS), empty when there is none.
+    pub(super) async fn grid_mapping(&self, array: &Array, query: &Query) -> Map<String, Value> {
+        let name = array
+            .metadata()
+            .attributes
+            .get("grid_mapping")
+            .and_then(Value::as_str)
+            // `grid_mapping` may also be `crs: lat lon` (CF 1.7's long form).
+            .and_then(|s| s.split([':', ' ']).next());
+        let (Some(name), Some(parent), false) =
+            (name, array.path().parent(), query.without_coordinates)
+        else {
+            return Map::new();
+        };
+        let Ok(path) = parent.join(name) else {
+            return Map::new();
+        };
+        match self.node(&path).await {
+            Ok(node) => node.meta.attributes().clone(),
+            Err(_) => Map::new(),
+        }
+    }
+}
+
 /// A coordinate's values at `indices`.
 pub(super) fn axis_values(indexed: &Indexed, indices: &Indices) -> AxisValues {
     let c = &indexed.coordinate;

@@ -89,6 +89,8 @@ pub struct Data {
     pub name: String,
     /// Its CF attributes (units, names), for formats that carry them.
     pub attributes: serde_json::Map<String, serde_json::Value>,
+    /// The attributes of its grid mapping (its CRS), when it names one.
+    pub grid_mapping: serde_json::Map<String, serde_json::Value>,
 }
 
 pub enum Content {
@@ -224,6 +226,7 @@ impl Service {
             axes: Vec::new(),
             name,
             attributes: Default::default(),
+            grid_mapping: Default::default(),
         })
     }
 }

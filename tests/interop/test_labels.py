@@ -374,3 +374,58 @@ def test_csv_answers_read_by_pandas(served, name):
     assert list(wide.columns[:2]) == ["0.0", "15.0"]
     status, err = error(data_url(base, f"{name}/temp", format="csv", layout="wide"))
     assert status == 400 and "2-D" in err["message"]
+
+
+def gdalinfo(path):
+    return json.loads(subprocess.run(["gdalinfo", "-json", str(path)], capture_output=True, text=True, check=True).stdout)
+
+
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_geotiff_answers_are_georeferenced(served, name, tmp_path):
+    tifffile = pytest.importorskip("tifffile")
+    base, root = served
+    ds = open_decoded(root, name)
+    path = tmp_path / "map.tif"
+    path.write_bytes(get(data_url(base, f"{name}/temp", format="geotiff", reduce="mean:time", **{"sel.lat": "75..-75"})))
+    expected = ds.temp.sel(lat=slice(75, -75)).mean("time")
+    np.testing.assert_allclose(tifffile.imread(path), expected.values, rtol=1e-5, equal_nan=True)
+    info = gdalinfo(path)
+    assert info["size"] == [24, 16]
+    # Pixel centres on the coordinates: the corner half a step before.
+    assert info["geoTransform"] == pytest.approx([-7.5, 15.0, 0.0, 80.0, 0.0, -10.0])
+    assert "4326" in json.dumps(info["coordinateSystem"])
+    assert info["bands"][0]["noDataValue"] == "NaN"
+    status, err = error(data_url(base, f"{name}/temp", format="geotiff"))
+    assert status == 400 and "2-D" in err["message"]
+
+
+def test_projected_grids_name_their_epsg(tmp_path):
+    tifffile = pytest.importorskip("tifffile")
+    x = np.arange(500000.0, 500000.0 + 10 * 1000, 1000.0)
+    y = np.arange(5800000.0, 5800000.0 - 8 * 1000, -1000.0)
+    wkt = 'PROJCS["WGS 84 / UTM zone 33N",GEOGCS["WGS 84",AUTHORITY["EPSG","4326"]],AUTHORITY["EPSG","32633"]]'
+    ds = xr.Dataset(
+        {
+            "elev": (("y", "x"), np.arange(80, dtype="int16").reshape(8, 10), {"grid_mapping": "crs"}),
+            "elev_t": (("x", "y"), np.arange(80, dtype="int16").reshape(8, 10).T, {"grid_mapping": "crs"}),
+        },
+        coords={"x": ("x", x, {"standard_name": "projection_x_coordinate"}), "y": ("y", y, {"standard_name": "projection_y_coordinate"}), "crs": ((), 0, {"crs_wkt": wkt, "grid_mapping_name": "transverse_mercator"})},
+    )
+    ds.to_zarr(tmp_path / "utm.zarr", zarr_format=3, consolidated=False)
+    url, proc = start_zarrd(str(tmp_path))
+    try:
+        path = tmp_path / "utm.tif"
+        path.write_bytes(get(f"{url}/api/v1/data/utm.zarr/elev?format=geotiff"))
+        info = gdalinfo(path)
+        assert info["geoTransform"] == pytest.approx([499500.0, 1000.0, 0.0, 5800500.0, 0.0, -1000.0])
+        assert "32633" in json.dumps(info["coordinateSystem"])
+        np.testing.assert_array_equal(tifffile.imread(path), ds.elev.values)
+        # (x, y) order is transposed to rows of y.
+        path.write_bytes(get(f"{url}/api/v1/data/utm.zarr/elev_t?format=geotiff"))
+        assert gdalinfo(path)["geoTransform"] == info["geoTransform"]
+        np.testing.assert_array_equal(tifffile.imread(path), ds.elev.values)
+        # Ascending y: a full transformation, read the same by GDAL.
+        path.write_bytes(get(f"{url}/api/v1/data/utm.zarr/elev?format=geotiff&isel.y=::-1"))
+        assert gdalinfo(path)["geoTransform"] == pytest.approx([499500.0, 1000.0, 0.0, 5792500.0, 0.0, 1000.0])
+    finally:
+        stop(proc)

@@ -9,6 +9,7 @@
 pub mod cache_control;
 pub mod compression;
 mod csv;
+mod geotiff;
 pub mod image;
 mod json;
 mod netcdf;
@@ -195,6 +196,7 @@ pub const FORMATS: &[&dyn Output] = &[
     &png::Png,
     &csv::Csv,
     &netcdf::NetCdf,
+    &geotiff::GeoTiff,
 ];
 
 /// The format `format=` names (which wins), or the first whose content type
