@@ -429,3 +429,30 @@ def test_projected_grids_name_their_epsg(tmp_path):
         assert gdalinfo(path)["geoTransform"] == pytest.approx([499500.0, 1000.0, 0.0, 5792500.0, 0.0, 1000.0])
     finally:
         stop(proc)
+
+
+@pytest.mark.parametrize("fmt", ["arrow", "parquet"])
+@pytest.mark.parametrize("name", list(FORMATS))
+def test_arrow_and_parquet_tables_equal_xarray(served, name, fmt):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.ipc
+    import pyarrow.parquet
+
+    base, root = served
+    ds = open_decoded(root, name)
+    sel = {"sel.time": "2001-03-01..2001-03-03", "sel.lat": "45..25", "sel.lon": "30..60"}
+    body = get(data_url(base, f"{name}/packed", format=fmt, **sel))
+    table = pa.ipc.open_stream(body).read_all() if fmt == "arrow" else pa.parquet.read_table(io.BytesIO(body))
+    assert table.schema.field("time").type == pa.timestamp("ns")
+    assert table.schema.field("packed").type == pa.int16()
+    got = table.to_pandas().set_index(["time", "lat", "lon"])
+    raw = open_raw(root, name).packed.sel(lat=slice(45, 25), lon=slice(30, 60)).isel(time=slice(59, 62))
+    expected = raw.to_dataframe()[["packed"]]
+    expected.index = expected.index.set_levels(ds.time.values[59:62], level="time")
+    pd.testing.assert_frame_equal(got, expected)
+    # A reduction, and a calendar with no numpy dates: ISO text.
+    body = get(data_url(base, f"cal_noleap_{name}/v", format=fmt, reduce="mean", resample="time:1M"))
+    table = pa.ipc.open_stream(body).read_all() if fmt == "arrow" else pa.parquet.read_table(io.BytesIO(body))
+    assert table.column("time").to_pylist()[::3][:2] == ["2000-01-01T00:00:00", "2000-02-01T00:00:00"]
+    expected = xr.open_zarr(root / f"cal_noleap_{name}", consolidated=False, use_cftime=True).v.resample(time="1MS").mean()
+    np.testing.assert_allclose(np.array(table.column("v").to_pylist()).reshape(expected.shape), expected.values)

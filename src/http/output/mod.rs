@@ -6,6 +6,7 @@
 //! thumbnails, Cache-Control of stored values, and the marks responses
 //! carry for the layers around the handlers.
 
+mod arrow;
 pub mod cache_control;
 pub mod compression;
 mod csv;
@@ -14,8 +15,11 @@ pub mod image;
 mod json;
 mod netcdf;
 mod npy;
+#[cfg(feature = "parquet")]
+mod parquet;
 mod png;
 mod raw;
+mod table;
 pub mod thumbnail;
 
 use axum::body::Body;
@@ -189,6 +193,7 @@ impl Params {
 }
 
 /// Every format; the first is the default.
+#[cfg(feature = "parquet")]
 pub const FORMATS: &[&dyn Output] = &[
     &npy::Npy,
     &json::Json,
@@ -197,6 +202,20 @@ pub const FORMATS: &[&dyn Output] = &[
     &csv::Csv,
     &netcdf::NetCdf,
     &geotiff::GeoTiff,
+    &arrow::Arrow,
+    &parquet::Parquet,
+];
+/// Every format; the first is the default.
+#[cfg(not(feature = "parquet"))]
+pub const FORMATS: &[&dyn Output] = &[
+    &npy::Npy,
+    &json::Json,
+    &raw::Raw,
+    &png::Png,
+    &csv::Csv,
+    &netcdf::NetCdf,
+    &geotiff::GeoTiff,
+    &arrow::Arrow,
 ];
 
 /// The format `format=` names (which wins), or the first whose content type

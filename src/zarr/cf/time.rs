@@ -401,6 +401,24 @@ impl TimeUnits {
         })
     }
 
+    /// A stored number as nanoseconds since 1970-01-01 of the proleptic
+    /// Gregorian calendar (numpy's `datetime64[ns]`), for the calendars
+    /// that are Gregorian from then on; `None` otherwise or out of range.
+    pub fn unix_nanos(&self, value: f64) -> Option<i64> {
+        if !matches!(
+            self.calendar,
+            Calendar::Standard | Calendar::ProlepticGregorian
+        ) {
+            return None;
+        }
+        let at = self.to_datetime(value)?;
+        if self.calendar == Calendar::Standard && (at.year, at.month, at.day) < (1582, 10, 15) {
+            return None;
+        }
+        let days = jdn(at.year, at.month, at.day, true) - jdn(1970, 1, 1, true);
+        i64::try_from(i128::from(days) * NS_PER_DAY + i128::from(at.nanos)).ok()
+    }
+
     /// Nanoseconds of a stored number from the calendar's day zero.
     fn to_nanos(&self, value: f64) -> Option<i128> {
         if !value.is_finite() || value.abs() > 1e30 {

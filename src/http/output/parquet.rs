@@ -1,0 +1,142 @@
+//! Parquet: the selection's table in long form (see [`super::table`]) as
+//! one row group, zstd-compressed; times as `TIMESTAMP(NANOS)`, integers
+//! with their width and sign, so pandas and pyarrow read the dtypes back.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::response::Response;
+use parquet::basic::{Compression, LogicalType, Repetition, TimeUnit, Type as Physical};
+use parquet::data_type::{
+    BoolType, ByteArray, ByteArrayType, DoubleType, FloatType, Int32Type, Int64Type,
+};
+use parquet::file::properties::WriterProperties;
+use parquet::file::writer::SerializedFileWriter;
+use parquet::schema::types::Type;
+
+use super::table::{columns, Column, Values};
+use super::{Encode, NoCompression, Output, Params};
+use crate::config::Config;
+use crate::http::error::{ApiError, ApiResult};
+use crate::service::{Data, Residence};
+
+pub struct Parquet;
+
+impl Output for Parquet {
+    fn name(&self) -> &'static str {
+        "parquet"
+    }
+    fn content_type(&self) -> &'static str {
+        "application/vnd.apache.parquet"
+    }
+    fn residence(&self) -> Residence {
+        // A row repeats every dimension's label beside the value.
+        Residence::InMemory { expansion: 4 }
+    }
+    fn fixed_size_only(&self) -> bool {
+        true
+    }
+    fn wants_axes(&self) -> bool {
+        true
+    }
+    fn encoder(&self, _: &Params, _: &Config) -> ApiResult<Box<dyn Encode>> {
+        Ok(Box::new(encode))
+    }
+}
+
+fn internal(e: parquet::errors::ParquetError) -> ApiError {
+    ApiError::new(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "internal",
+        format!("writing Parquet: {e}"),
+    )
+}
+
+fn field(column: &Column) -> Result<Type, parquet::errors::ParquetError> {
+    let (physical, logical) = match &column.values {
+        Values::F32(_) => (Physical::FLOAT, None),
+        Values::F64(_) => (Physical::DOUBLE, None),
+        Values::Int { bits, signed, .. } if *bits <= 32 => (
+            Physical::INT32,
+            Some(LogicalType::integer(*bits as i8, *signed)),
+        ),
+        Values::Int { signed, .. } => (Physical::INT64, Some(LogicalType::integer(64, *signed))),
+        Values::Time(_) => (
+            Physical::INT64,
+            Some(LogicalType::timestamp(false, TimeUnit::NANOS)),
+        ),
+        Values::Text(_) => (Physical::BYTE_ARRAY, Some(LogicalType::String)),
+        Values::Bool(_) => (Physical::BOOLEAN, None),
+    };
+    Type::primitive_type_builder(&column.name, physical)
+        .with_repetition(Repetition::REQUIRED)
+        .with_logical_type(logical)
+        .build()
+}
+
+fn write(columns: &[Column]) -> Result<Vec<u8>, parquet::errors::ParquetError> {
+    let fields = columns
+        .iter()
+        .map(|c| field(c).map(Arc::new))
+        .collect::<Result<Vec<_>, _>>()?;
+    let schema = Arc::new(
+        Type::group_type_builder("schema")
+            .with_fields(fields)
+            .build()?,
+    );
+    let props = Arc::new(
+        WriterProperties::builder()
+            .set_compression(Compression::ZSTD(Default::default()))
+            .build(),
+    );
+    let mut out = Vec::new();
+    let mut writer = SerializedFileWriter::new(&mut out, schema, props)?;
+    let mut group = writer.next_row_group()?;
+    for column in columns {
+        let Some(mut w) = group.next_column()? else {
+            break;
+        };
+        match &column.values {
+            Values::F32(v) => {
+                w.typed::<FloatType>().write_batch(v, None, None)?;
+            }
+            Values::F64(v) => {
+                w.typed::<DoubleType>().write_batch(v, None, None)?;
+            }
+            Values::Int { bits, values, .. } if *bits <= 32 => {
+                let narrow: Vec<i32> = values.iter().map(|&x| x as i32).collect();
+                w.typed::<Int32Type>().write_batch(&narrow, None, None)?;
+            }
+            Values::Int { values, .. } | Values::Time(values) => {
+                w.typed::<Int64Type>().write_batch(values, None, None)?;
+            }
+            Values::Text(v) => {
+                let bytes: Vec<ByteArray> = v.iter().map(|s| ByteArray::from(s.as_str())).collect();
+                w.typed::<ByteArrayType>().write_batch(&bytes, None, None)?;
+            }
+            Values::Bool(v) => {
+                w.typed::<BoolType>().write_batch(v, None, None)?;
+            }
+        }
+        w.close()?;
+    }
+    group.close()?;
+    writer.close()?;
+    Ok(out)
+}
+
+fn encode(data: Data) -> ApiResult<Response> {
+    let columns = columns(&data)?;
+    let out = write(&columns).map_err(internal)?;
+    let length = out.len() as u64;
+    let mut response = Response::new(Body::from(out));
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/vnd.apache.parquet"),
+    );
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+    response.extensions_mut().insert(NoCompression);
+    Ok(response)
+}
