@@ -546,7 +546,7 @@ def test_array_metadata(server, viewer):
 def test_tabs_offered_match_the_node(server, viewer):
     v = viewer(server)
     expected = {
-        "climate/temperature": {"heatmap", "table", "meta", "code"},
+        "climate/temperature": {"heatmap", "line", "table", "meta", "code"},
         "fields/series": {"line", "table", "meta", "code"},
         "images/rgb": {"heatmap", "table", "meta", "code"},
         "legacy/records": {"table", "meta", "code"},
@@ -760,7 +760,7 @@ def test_every_snippet_returns_the_view(server, hierarchy, viewer, tmp_path):
     page.click("#tab-code")
     expect(page.locator('#code pre[data-lang="zarr-python"]')).to_be_visible()
     want = arr[parse_select(state["select"], arr.shape)]
-    for lang in ["zarr-python", "xarray", "tensorstore", "curl", "zarrita"]:
+    for lang in ["zarrd", "zarr-python", "xarray", "tensorstore", "curl", "zarrita"]:
         code = page.locator(f'#code pre[data-lang="{lang}"]').text_content()
         assert server in code, code
         if lang == "curl":
@@ -983,4 +983,38 @@ def test_demo(demo_server, viewer):
     expect(page.locator('input[type=range][data-dim="0"]')).to_have_accessible_name(re.compile("time"))
     page.wait_for_load_state("networkidle")
     v.shot("viewer-demo.png")
+    assert v.unexpected_errors() == []
+
+
+def test_reductions_run_on_the_server_and_axes_carry_coordinates(server, hierarchy, viewer):
+    values = hierarchy[1]
+    arr = values["climate/temperature"]
+    v = viewer(server)
+    # A time-mean map: the hidden dimension reduced by the server.
+    page = v.open("/view/climate/temperature?tab=heatmap&reduce=mean")
+    state = wait_image(page)
+    assert state["select"].startswith(":,")
+    expect(page.locator("#dim-reduce")).to_have_value("mean")
+    expect(page.locator("#dim-index-0")).to_be_disabled()
+    index = parse_select(state["select"], arr.shape)
+    mean = np.nanmean(arr[index], axis=0)
+    want = render(mean, float(state["vmin"]), float(state["vmax"]), state["cmap"], None)
+    assert_pixels(read_pixels(page), want, TOLERANCE.get(state["cmap"], DEFAULT_TOLERANCE))
+    # The axes are labelled with the coordinates, not indices.
+    page.wait_for_function("() => [...document.querySelectorAll('.hm-axes .tick-label')].some(t => t.textContent === '89.5')")
+    # The hover reads the reduction's value under the cursor.
+    # An area-mean series: the line of time (columns), latitude and longitude reduced.
+    page = v.open("/view/climate/temperature?tab=line&dims=1,0&reduce=mean")
+    page.wait_for_function("() => document.querySelector('#lineplot').dataset.state === 'ready'")
+    select = page.eval_on_selector("#lineplot", "p => p.dataset.select")
+    assert select.startswith("0:6")
+    ticks = page.eval_on_selector_all("#lineplot .tick-label", "ts => ts.map(t => t.textContent)")
+    assert "10" in ticks and "20" in ticks  # time's coordinate values, not 0, 1
+    page.select_option("#dim-reduce", "")
+    page.wait_for_url(re.compile(r"^(?!.*reduce=)"))
+    expect(page.locator("#dim-index-2")).to_be_enabled()
+    # The code tab reproduces the reduction with the notebook client.
+    page = v.open("/view/climate/temperature?tab=code&reduce=max")
+    code = page.locator('pre[data-lang="zarrd"]').text_content()
+    assert '.max(["time"])' in code and "zarrd.Client" in code
     assert v.unexpected_errors() == []

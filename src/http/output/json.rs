@@ -54,11 +54,10 @@ fn encode(data: Data) -> ApiResult<Response> {
     text.put(&json!(data.shape))?;
     text.out.extend_from_slice(b",\"dtype\":");
     text.put(&json!(data.dtype.name()))?;
-    text.out.extend_from_slice(b",\"data\":");
-    write_data(&mut text, values, &data.dtype, &data.shape)?;
     if !data.axes.is_empty() && data.axes.len() == data.shape.len() {
         // As xarray's `DataArray.to_dict()` writes them, so
-        // `DataArray.from_dict` reads the answer back.
+        // `DataArray.from_dict` reads the answer back; before the data, which
+        // stays last (the viewer reads an element's text after `"data":`).
         text.out.extend_from_slice(b",\"name\":");
         text.put(&json!(data.name))?;
         text.out.extend_from_slice(b",\"dims\":");
@@ -85,6 +84,8 @@ fn encode(data: Data) -> ApiResult<Response> {
         }
         text.out.push(b'}');
     }
+    text.out.extend_from_slice(b",\"data\":");
+    write_data(&mut text, values, &data.dtype, &data.shape)?;
     text.out.push(b'}');
     let mut response = Response::new(Body::from(text.out));
     response.headers_mut().insert(

@@ -183,7 +183,8 @@ export async function getElement(path, select, options = {}) {
   const response = await request(url, { accept: "application/json", ...options });
   const text = await response.text();
   const doc = JSON.parse(text, reviver);
-  const at = text.indexOf('"data":');
+  // The data is written last; coordinates before it have `data` keys too.
+  const at = text.lastIndexOf('"data":');
   const raw = at >= 0 ? text.slice(at + 7, text.lastIndexOf("}")).trim() : JSON.stringify(doc.data);
   return { value: doc.data, raw, dtype: doc.dtype };
 }

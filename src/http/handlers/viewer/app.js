@@ -10,7 +10,7 @@ import { Heatmap } from "./heatmap.js";
 import { LinePlot } from "./lineplot.js";
 import { TableView } from "./table.js";
 import { renderSnippets } from "./snippets.js";
-import { DimControls, dimLabel } from "./dims.js";
+import { DimControls, dimLabel, dimNames, hiddenDims } from "./dims.js";
 import { Hover } from "./hover.js";
 import { el, dtypeName, formatBytes, formatTick } from "./format.js";
 import { env, state, readURL, writeURL, applyParams } from "./state.js";
@@ -31,6 +31,10 @@ let aspectChoice = null;
 const provider = httpProvider;
 const hover = new Hover($("hover"), provider);
 const dims = new DimControls({ provider, container: $("selection-bar"), onChange: (patch, mode) => setState(patch, mode) });
+// Coordinate labels arrive after the view is drawn: the axes take them then.
+dims.onCoords = () => {
+  if (state.meta && state.meta.node_type === "array") render();
+};
 let heatmap;
 let line;
 const table = new TableView({
@@ -64,7 +68,23 @@ const tree = new Tree({
 });
 
 function onHover(index, skip) {
-  hover.request(state.path, index, skip, dtypeName(state.meta));
+  const m = state.meta;
+  // A line of an N-D array hovers one index of its dimension: the others
+  // are the sliders'.
+  let full = index;
+  if (state.tab === "line" && m.shape.length > 1) {
+    full = state.index.slice();
+    full[lineDim()] = index[0];
+  }
+  // A reduced view's value under the cursor is the reduction's, read from
+  // the server as the view's own values are.
+  const reduce = reduceParam(state.tab);
+  let query = null;
+  if (reduce) {
+    const hidden = hiddenDims(m, state, state.tab, state.kind.rgb);
+    query = { select: full.map((i, d) => (hidden.includes(d) ? ":" : String(i))).join(","), reduce };
+  }
+  hover.request(state.path, full, skip, dtypeName(m), query);
 }
 
 // ---- errors -----------------------------------------------------------------
@@ -265,7 +285,11 @@ async function openNode(path, params, mode, keepPrefs = false, reload = false) {
 }
 
 function setState(patch, mode = "push") {
-  if ("dims" in patch) {
+  // A heatmap's zoom is of two dimensions, a line's of one: going from
+  // one to the other starts unzoomed (the code tab keeps the last's).
+  const drawn = ["heatmap", "line"];
+  const otherDrawn = "tab" in patch && drawn.includes(patch.tab) && drawn.includes(state.lastData) && patch.tab !== state.lastData;
+  if ("dims" in patch || otherDrawn) {
     patch.zoom = null;
     patch.offset = null;
   }
@@ -279,6 +303,20 @@ function setState(patch, mode = "push") {
 
 function labelsOf(meta) {
   return meta.shape.map((_, d) => dimLabel(meta, d));
+}
+
+/** `reduce=` of a drawn view: its op over the dimensions it does not display. */
+function reduceParam(tab) {
+  const m = state.meta;
+  if (!state.reduce || !m || m.shape.length < 2 || !(tab === "heatmap" || tab === "line")) return null;
+  const names = hiddenDims(m, state, tab, state.kind.rgb).map((d) => dimNames(m)[d]);
+  if (names.length === 0 || names.some((n) => !n)) return null;
+  return `${state.reduce}:${names.join(",")}`;
+}
+
+/** The dimension a line displays. */
+function lineDim() {
+  return state.meta.shape.length === 1 ? 0 : state.dims[1];
 }
 
 function keepAspect(view) {
@@ -301,6 +339,8 @@ function heatmapView() {
     vmax: state.vmax,
     zoom: state.zoom,
     labels: [labels[state.dims[0]], labels[state.dims[1]]],
+    reduce: reduceParam("heatmap"),
+    tick: (d, i) => dims.tick(d, i),
     // An OME-Zarr image's levels, when this array is one: the heatmap reads
     // the coarsest that fills the screen.
     levels: m.multiscale ? m.multiscale.levels.map((l, index) => ({ ...l, index })) : null,
@@ -312,15 +352,23 @@ function lineView() {
   const a = m.attributes || {};
   const name = a.long_name || a.standard_name || "";
   const units = a.units ? `${name ? " " : ""}(${a.units})` : "";
+  const x = lineDim();
+  const reduce = reduceParam("line");
+  const hidden = hiddenDims(m, state, "line", false);
+  const what = reduce ? `${state.reduce} of ` : "";
   return {
     path: state.path,
-    n: m.shape[0],
+    n: m.shape[x],
     zoom: state.zoom,
     scale: state.scale,
     vmin: state.vmin,
     vmax: state.vmax,
-    xLabel: dimLabel(m, 0),
-    yLabel: `${name}${units}`,
+    xLabel: dimLabel(m, x),
+    yLabel: `${what}${name}${units}`,
+    // An N-D array's line: the other dimensions at the sliders, or reduced.
+    items: (slice) => m.shape.map((_, d) => (d === x ? slice : hidden.includes(d) && reduce ? ":" : String(state.index[d]))).join(","),
+    extra: reduce ? { reduce } : {},
+    tick: (i) => dims.tick(x, i),
   };
 }
 
@@ -438,16 +486,28 @@ function codeSelection() {
       const image = ["format=png", `cmap=${state.cmap}`, `scale=${state.scale}`];
       if (state.vmin !== null) image.push(`vmin=${state.vmin}`);
       if (state.vmax !== null) image.push(`vmax=${state.vmax}`);
-      return { items: sel.select.split(","), what: "heatmap", image: k.rgb ? "format=png" : image.join("&") };
+      const reduce = reduceParam("heatmap");
+      if (reduce) image.push(`reduce=${reduce}`);
+      return { items: sel.select.split(","), what: "heatmap", image: k.rgb ? "format=png" : image.join("&"), reduce };
     }
   }
   if (source === "line") {
     const v = lineView();
     const sel = line.selection(v.zoom || [0, v.n]);
-    if (sel) return { items: [sel.select], what: "line plot", image: null };
+    if (sel) return { items: v.items(sel.select).split(","), what: "line plot", image: null, reduce: reduceParam("line") };
   }
   const sel = table.selection(tableView());
   return { items: sel.select ? sel.select.split(",") : [], what: "table", image: null };
+}
+
+/** The result's shape, without the dimensions a reduction removes. */
+function reducedShape(sel, meta) {
+  const shape = resultShape(sel.items, meta.shape);
+  if (!sel.reduce) return shape;
+  const reduced = sel.reduce.split(":")[1].split(",");
+  const names = dimNames(meta);
+  const kept = sel.items.map((it, d) => [it, d]).filter(([it]) => !/^-?\d+$/.test(it));
+  return shape.filter((_, k) => !reduced.includes(names[kept[k][1]]));
 }
 
 function resultShape(items, shape) {
@@ -475,7 +535,12 @@ function renderCode() {
     what: sel.what,
     image: sel.image,
     coords: dims.coordPaths(),
-    resultShape: resultShape(sel.items, m.shape),
+    resultShape: reducedShape(sel, m),
+    reduce: sel.reduce || null,
+    label: (d, i) => {
+      const labels = dims.labelsOf(d);
+      return labels ? labels[i] : undefined;
+    },
   });
 }
 

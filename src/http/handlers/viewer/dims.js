@@ -1,15 +1,36 @@
-// The dimension mapper: which two dimensions are displayed, and a slider
-// for every other one, labelled with the dimension's name and, where a
-// coordinate array exists, the coordinate at the chosen index.
+// The dimension mapper: which dimensions are displayed (two for a
+// heatmap, one for a line), and a slider for every other one, labelled with
+// the dimension's name and, where a coordinate array exists, the
+// coordinate at the chosen index (times as dates, as the server labels
+// them); or a reduction of all of them (a time-mean map, an area-mean
+// series), computed by the server.
 
 import { el, formatValue } from "./format.js";
+import { REDUCTIONS } from "./state.js";
 
 // Coordinate arrays up to this length are read whole, once.
 const WHOLE_COORDS = 100000;
 
+/** The dimensions' names: v3's `dimension_names`, or what the server read (v2's `_ARRAY_DIMENSIONS`). */
+export function dimNames(meta) {
+  return meta.dimension_names || meta.dimensions || [];
+}
+
 export function dimLabel(meta, d) {
-  const n = meta.dimension_names && meta.dimension_names[d];
-  return n || `dim ${d}`;
+  return dimNames(meta)[d] || `dim ${d}`;
+}
+
+/** The dimensions a view does not display: sliders, or reduced. */
+export function hiddenDims(meta, state, tab, rgb) {
+  const n = meta.shape.length;
+  const shown = tab === "line" ? (n === 1 ? [0] : [state.dims[1]]) : state.dims;
+  const out = [];
+  for (let d = 0; d < n; d++) {
+    if (shown.includes(d)) continue;
+    if (rgb && d === n - 1) continue;
+    out.push(d);
+  }
+  return out;
 }
 
 export class DimControls {
@@ -23,16 +44,27 @@ export class DimControls {
     this.cols = el("select", { id: "dim-cols" });
     this.swap = el("button", { type: "button", id: "dim-swap", class: "icon-button", title: "Swap rows and columns", "aria-label": "Swap rows and columns" }, "⇅");
     this.sliders = el("div", { class: "sliders" });
+    this.reduce = el(
+      "select",
+      { id: "dim-reduce", title: "What the dimensions not displayed show: the sliders' positions, or a reduction over all of them (computed by the server)" },
+      el("option", { value: "" }, "at the sliders"),
+      ...REDUCTIONS.map((op) => el("option", { value: op }, op))
+    );
+    this.rowsLabel = el("label", { for: "dim-rows" }, "Rows");
+    this.colsLabel = el("label", { for: "dim-cols" }, "Columns");
     this.pick = el(
       "div",
       { class: "dim-pick" },
-      el("label", { for: "dim-rows" }, "Rows"),
+      this.rowsLabel,
       this.rows,
       this.swap,
-      el("label", { for: "dim-cols" }, "Columns"),
-      this.cols
+      this.colsLabel,
+      this.cols,
+      el("label", { for: "dim-reduce" }, "Others"),
+      this.reduce
     );
     container.replaceChildren(this.pick, this.sliders);
+    this.reduce.addEventListener("change", () => this.onChange({ reduce: this.reduce.value || null }, "push"));
     this.rows.addEventListener("change", () => this.pickDims("rows"));
     this.cols.addEventListener("change", () => this.pickDims("cols"));
     this.swap.addEventListener("click", () => {
@@ -125,23 +157,31 @@ export class DimControls {
     const [r, c] = state.dims;
     this.rows.value = String(r);
     this.cols.value = String(c);
+    const line = tab === "line";
+    // A line displays one dimension: the columns' one, on its x axis.
+    for (const e of [this.rows, this.rowsLabel, this.swap]) e.hidden = line;
+    this.colsLabel.textContent = line ? "X axis" : "Columns";
+    this.reduce.value = state.reduce || "";
+    // The server reduces dimensions by name.
+    this.reduce.disabled = !dimNames(this.meta).some(Boolean);
+    const drawn = tab === "heatmap" || line;
+    this.reduce.hidden = !drawn;
+    this.reduce.previousSibling.hidden = !drawn;
     const n = this.meta.shape.length;
-    const list = [];
-    for (let d = 0; n >= 2 && d < n; d++) {
-      const channel = this.rgb && d === n - 1;
-      if (d === r || d === c) continue;
-      if (channel && tab === "heatmap") continue;
-      list.push(d);
-    }
+    const list = n >= 2 ? hiddenDims(this.meta, state, tab, this.rgb && tab === "heatmap") : [];
     const key = list.join(",");
     if (key !== this.built) {
       this.buildSliders(list);
       this.built = key;
     }
+    const reduced = drawn && state.reduce;
     for (const d of list) {
       const s = this.sliderEls[d];
       s.input.value = String(state.index[d]);
-      this.showIndex(d, state.index[d]);
+      s.input.disabled = reduced || this.meta.shape[d] <= 1 ? true : null;
+      s.box.classList.toggle("reduced", Boolean(reduced));
+      if (reduced) s.output.textContent = `${state.reduce} over all`;
+      else this.showIndex(d, state.index[d]);
     }
     this.sliders.hidden = list.length === 0;
     this.pick.hidden = n < 2;
@@ -171,8 +211,21 @@ export class DimControls {
   coordText(d, i) {
     const c = this.coords[d];
     if (!c) return "";
+    if (c.labels) return i < c.labels.length ? labelText(c.labels[i]) : "";
     if (c.values) return i < c.values.length ? formatValue(c.values[i], c.dtype) : "";
     return c.cache.has(i) ? c.cache.get(i) : null;
+  }
+
+  /** An axis tick at index i along d: its coordinate once read, else the index. */
+  tick(d, i) {
+    const text = this.coordText(d, i);
+    return text ? text : String(i);
+  }
+
+  /** Coordinate labels of d, as the server wrote them (null until read). */
+  labelsOf(d) {
+    const c = this.coords[d];
+    return c && c.labels ? c.labels : null;
   }
 
   async coordAt(d, i) {
@@ -196,7 +249,7 @@ export class DimControls {
     if (!this.meta) return "";
     const parts = [];
     index.forEach((i, d) => {
-      const name = this.meta.dimension_names && this.meta.dimension_names[d];
+      const name = dimNames(this.meta)[d];
       const text = this.coordText(d, i);
       if (name && this.coords[d] && text) parts.push(`${name} = ${text}`);
     });
@@ -208,7 +261,7 @@ export class DimControls {
    * the same group) at once from the tree; their values load afterwards.
    */
   findCoords(meta, infos) {
-    const names = meta.dimension_names || [];
+    const names = dimNames(meta);
     const slash = this.path.lastIndexOf("/");
     const parent = slash < 0 ? "" : this.path.slice(0, slash);
     const path = this.path;
@@ -234,6 +287,10 @@ export class DimControls {
         if (this.path !== path) return;
         coord.values = Array.isArray(doc.data) ? doc.data : null;
         coord.dtype = doc.dtype;
+        // The server's labels of its own dimension: dates for CF times.
+        const own = doc.coords && doc.dims && doc.coords[doc.dims[0]];
+        coord.labels = own && Array.isArray(own.data) ? own.data : null;
+        if (this.onCoords) this.onCoords();
       } catch (e) {
         if (this.provider.isAbort(e)) return;
       }
@@ -247,4 +304,10 @@ export class DimControls {
     for (const [d, c] of Object.entries(this.coords)) out[d] = { path: c.path };
     return out;
   }
+}
+
+/** A label as shown: ISO times without a midnight's zeros, numbers as numbers. */
+export function labelText(label) {
+  if (typeof label === "string") return label.replace(/T00:00:00$/, "");
+  return formatValue(label, "float64");
 }

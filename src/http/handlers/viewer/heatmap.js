@@ -160,7 +160,8 @@ export class Heatmap {
       sc += 1;
     }
     const slice = (a, b, s) => `${a}:${b}${s > 1 ? `:${s}` : ""}`;
-    const level = this.coarsestLevel(v, sr, sc);
+    // A reduction reads this array itself (levels are for pictures of one slice).
+    const level = v.reduce ? null : this.coarsestLevel(v, sr, sc);
     if (level) {
       // Read the level's elements that cover the region, at the stride left
       // over once the level's own downsampling is counted; the picture is
@@ -186,7 +187,7 @@ export class Heatmap {
       if (d === R) return slice(r0, r1, sr);
       if (d === C) return slice(c0, c1, sc);
       if (v.rgb && d === v.shape.length - 1) return ":";
-      return String(v.index[d]);
+      return v.reduce ? ":" : String(v.index[d]);
     });
     return { select: items.join(","), r0, c0, sr, sc, rows: Math.ceil((r1 - r0) / sr), cols: Math.ceil((c1 - c0) / sc) };
   }
@@ -216,6 +217,7 @@ export class Heatmap {
     if (!sel) return;
     const v = this.view;
     const params = { select: sel.select };
+    if (v.reduce) params.reduce = v.reduce;
     if (!v.rgb) {
       params.cmap = v.cmap;
       params.scale = v.scale;
@@ -338,18 +340,18 @@ export class Heatmap {
       const y = top + (t + 0.5 - g.r0) * g.sy;
       if (y < top - 0.5 || y > bottom + 0.5) continue;
       parts.push(svg("line", { class: "tick", x1: left - 5, x2: left, y1: y, y2: y }));
-      parts.push(svg("text", { class: "tick-label", x: left - 8, y: y + 4, "text-anchor": "end", text: String(t) }));
+      parts.push(svg("text", { class: "tick-label", x: left - 8, y: y + 4, "text-anchor": "end", text: tickText(v, 0, t) }));
     }
     for (const t of cols) {
       const x = left + (t + 0.5 - g.c0) * g.sx;
       if (x < left - 0.5 || x > right + 0.5) continue;
       parts.push(svg("line", { class: "tick", x1: x, x2: x, y1: bottom, y2: bottom + 5 }));
-      parts.push(svg("text", { class: "tick-label", x, y: bottom + 17, "text-anchor": "middle", text: String(t) }));
+      parts.push(svg("text", { class: "tick-label", x, y: bottom + 17, "text-anchor": "middle", text: tickText(v, 1, t) }));
     }
     const [rowLabel, colLabel] = v.labels || ["rows", "columns"];
     parts.push(svg("text", { class: "axis-title", x: (left + right) / 2, y: Math.min(ch - 4, bottom + 34), "text-anchor": "middle", text: colLabel }));
     const cy = (top + bottom) / 2;
-    const widest = Math.max(1, ...rows.map((t) => String(t).length));
+    const widest = Math.max(1, ...rows.map((t) => tickText(v, 0, t).length));
     const tx = Math.max(12, left - 16 - widest * 6.5);
     parts.push(svg("text", { class: "axis-title", x: tx, y: cy, "text-anchor": "middle", transform: `rotate(-90 ${tx} ${cy})`, text: rowLabel }));
     this.axes.append(...parts);
@@ -573,4 +575,9 @@ export class Heatmap {
     zoomKeys(e, { zoomIn: () => this.zoomIn(), zoomOut: () => this.zoomOut(), reset: () => this.reset(), pan },
       Math.max(1, g.ew * g.sx * 0.1), Math.max(1, g.eh * g.sy * 0.1));
   }
+}
+
+/** An axis tick: the coordinate's label at index t of the row (0) or column (1) dimension, else t. */
+function tickText(v, which, t) {
+  return v.tick ? v.tick(v.dims[which], t) : String(t);
 }

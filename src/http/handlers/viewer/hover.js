@@ -44,11 +44,12 @@ export class Hover {
    * Shows `index` of the array at `path` now and its value once read. A
    * dimension `skip` (the channels of an RGB image) is read whole.
    */
-  request(path, index, skip = -1, dtype = "") {
+  request(path, index, skip = -1, dtype = "", query = null) {
     const idx = skip >= 0 ? index.slice(0, skip) : index.slice();
-    const key = `${path}\u0000${idx.join(",")}`;
+    // A reduced view reads its value with the view's selection and reduction.
+    const key = `${path}\u0000${idx.join(",")}\u0000${query ? `${query.select}&${query.reduce}` : ""}`;
     if (this.pending && this.pending.key === key) return;
-    this.pending = { key, path, index: idx, dtype };
+    this.pending = { key, path, index: idx, dtype, query };
     const cached = this.cache.get(key);
     if (cached) {
       this.fetchSoon.cancel();
@@ -66,7 +67,9 @@ export class Hover {
     const controller = new AbortController();
     this.controller = controller;
     try {
-      const answer = await this.provider.element(p.path, p.index.join(","), { signal: controller.signal });
+      const answer = p.query
+        ? await this.reduced(p, controller.signal)
+        : await this.provider.element(p.path, p.index.join(","), { signal: controller.signal });
       this.cache.set(p.key, answer);
       if (this.cache.size > CACHE_SIZE) this.cache.delete(this.cache.keys().next().value);
       if (this.pending === p) this.show(p, answer);
@@ -74,6 +77,11 @@ export class Hover {
       if (this.provider.isAbort(e)) return;
       if (this.pending === p) this.showIndex(p.index, "unreadable");
     }
+  }
+
+  async reduced(p, signal) {
+    const doc = await this.provider.values(p.path, p.query.select, { signal }, { reduce: p.query.reduce });
+    return { value: doc.data, raw: JSON.stringify(doc.data), dtype: doc.dtype };
   }
 
   showIndex(index, valueText) {

@@ -83,7 +83,11 @@ export class LinePlot {
     if (!this.view || !this.visible()) return;
     const sel = this.selection();
     if (!sel) return;
-    const key = JSON.stringify([this.view.path, sel.select]);
+    const v = this.view;
+    // An N-D array's line: the full selection and its reduction.
+    const select = v.items ? v.items(sel.select) : sel.select;
+    const extra = v.extra || {};
+    const key = JSON.stringify([v.path, select, extra]);
     if (key === this.requested) return;
     this.requested = key;
     if (this.controller) this.controller.abort();
@@ -91,7 +95,7 @@ export class LinePlot {
     this.controller = controller;
     this.plot.dataset.state = "loading";
     try {
-      const doc = await this.provider.values(this.view.path, sel.select, { signal: controller.signal, primary: true });
+      const doc = await this.provider.values(v.path, select, { signal: controller.signal, primary: true }, extra);
       if (controller.signal.aborted) return;
       const values = Array.isArray(doc.data) ? doc.data.map(toNumber) : [toNumber(doc.data)];
       this.data = { a: sel.a, step: sel.step, values };
@@ -184,7 +188,7 @@ export class LinePlot {
       if (x < M.left - 0.5 || x > right + 0.5) continue;
       parts.push(svg("line", { class: "grid", x1: x, x2: x, y1: M.top, y2: bottom }));
       parts.push(svg("line", { class: "tick", x1: x, x2: x, y1: bottom, y2: bottom + 5 }));
-      parts.push(svg("text", { class: "tick-label", x, y: bottom + 18, "text-anchor": "middle", text: String(tv) }));
+      parts.push(svg("text", { class: "tick-label", x, y: bottom + 18, "text-anchor": "middle", text: v.tick ? v.tick(tv) : String(tv) }));
     }
     parts.push(svg("rect", { class: "frame", x: M.left, y: M.top, width: pw, height: ph }));
     parts.push(svg("text", { class: "axis-title", x: M.left + pw / 2, y: h - 6, "text-anchor": "middle", text: v.xLabel || "index" }));

@@ -11,9 +11,13 @@ export const httpProvider = {
   tree: (after, options) => getJSON(urls.tree(after), options),
   /** One node's metadata, as `/api/v1/meta` describes it. */
   meta: (path, options) => getJSON(urls.meta(path), options),
-  /** A selection's values: `{shape, dtype, data}` (no `select`: the whole array). */
-  values: (path, select, options) =>
-    getJSON(urls.data(path, select === undefined ? { format: "json" } : { select, format: "json" }), options),
+  /**
+   * A selection's values: `{shape, dtype, data}`, with `coords` where the
+   * array's dimensions have coordinates (no `select`: the whole array).
+   * `extra` adds query parameters (`reduce`).
+   */
+  values: (path, select, options, extra = {}) =>
+    getJSON(urls.data(path, { ...(select === undefined ? {} : { select }), format: "json", ...extra }), options),
   /** One element at `index` ("3,4"): `{value, dtype}`. */
   element: (path, index, options) => getElement(path, index, options),
   /**

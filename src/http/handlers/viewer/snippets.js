@@ -5,6 +5,7 @@ import { el } from "./format.js";
 import { encodePath } from "./api.js";
 
 const CLIENTS = [
+  ["zarrd", "zarrd (notebook client)", "python"],
   ["zarr-python", "zarr-python", "python"],
   ["xarray", "xarray", "python"],
   ["tensorstore", "TensorStore", "python"],
@@ -59,7 +60,42 @@ function zarrPython(c) {
     "",
     `arr = zarr.open_array(${str(c.storeURL)}, mode="r"${opts})`,
     `data = arr[${pythonIndex(c.items)}]`,
+    ...numpyReduction(c),
   ].join("\n");
+}
+
+/** The view's reduction in numpy, over the result's axes it reduces. */
+function numpyReduction(c) {
+  if (!c.reduce) return [];
+  const axes = c.reducedAxes.join(", ");
+  return ["", "import numpy as np", `data = np.nan${c.reduce.op}(data, axis=(${axes}${c.reducedAxes.length === 1 ? "," : ""}))`];
+}
+
+/** A label as Python writes it. */
+function pyLabel(label) {
+  return typeof label === "string" ? str(label) : String(label);
+}
+
+function zarrdClient(c) {
+  const names = c.dimNames;
+  if (c.shape.length && !c.shape.every((_, d) => names[d])) {
+    return "# The notebook client selects by dimension name; this array does not name its dimensions.\n# Use zarr-python.";
+  }
+  const token = c.token ? `, token=${str(c.token)}` : "";
+  const sel = [];
+  const isel = [];
+  c.items.forEach((it, d) => {
+    if (it === ":" || it === "...") return;
+    const label = /^-?\d+$/.test(it) && c.label ? c.label(d, Number(it)) : undefined;
+    if (label !== undefined && label !== null) sel.push(`${names[d]}=${pyLabel(label)}`);
+    else isel.push(`${names[d]}=${pySlice(it)}`);
+  });
+  const lines = ["import zarrd", "", `client = zarrd.Client(${str(c.origin)}${token})`, `data = (`, `    client[${str(c.path)}]`];
+  if (isel.length) lines.push(`    .isel(${isel.join(", ")})`);
+  if (sel.length) lines.push(`    .sel(${sel.join(", ")})`);
+  if (c.reduce) lines.push(`    .${c.reduce.op}([${c.reduce.dims.map(str).join(", ")}])  # on the server`);
+  lines.push("    .load()  # an xarray.DataArray, with its coordinates", ")");
+  return lines.join("\n");
 }
 
 function xarray(c) {
@@ -81,6 +117,7 @@ function xarray(c) {
   if (coordLines.length) lines.push("    coords={", ...coordLines, "    },");
   lines.push("    attrs=arr.attrs.asdict(),");
   lines.push(")");
+  if (c.reduce) lines.push(`data = data.${c.reduce.op}([${c.reduce.dims.map(str).join(", ")}])`);
   if (c.group !== null && c.dimNames.some(Boolean)) {
     const isel = c.items.map((it, d) => `${str(names[d])}: ${pySlice(it)}`);
     lines.push(
@@ -108,12 +145,14 @@ function tensorstore(c) {
     ...spec,
     "}, read=True).result()",
     `data = arr[${pythonIndex(c.items)}].read().result()`,
+    ...numpyReduction(c),
   ].join("\n");
 }
 
 function curl(c) {
   const auth = c.token ? ` -H ${shellQuote(`Authorization: Bearer ${c.token}`)}` : "";
-  const q = c.items.length ? `?select=${c.items.join(",")}` : "";
+  const reduce = c.reduce ? `&reduce=${c.reduce.op}:${c.reduce.dims.join(",")}` : "";
+  const q = c.items.length ? `?select=${c.items.join(",")}${reduce}` : "";
   const base = `${c.origin}/api/v1/data/${encodePath(c.path)}`.replace(/'/g, "%27");
   const lines = [
     "# the selection as .npy (numpy.load reads it)",
@@ -138,10 +177,11 @@ function zarrita(c) {
     'const arr = await zarr.open(store, { kind: "array" });',
     `const data = await zarr.get(arr${sel});`,
     "console.log(data.shape, data.data);",
+    ...(c.reduce ? [`// The view shows the ${c.reduce.op} over ${c.reduce.dims.join(", ")}: reduce data's axes ${c.reducedAxes.join(", ")}, or ask the server (the curl snippet).`] : []),
   ].join("\n");
 }
 
-const WRITERS = { "zarr-python": zarrPython, xarray, tensorstore, curl, zarrita };
+const WRITERS = { zarrd: zarrdClient, "zarr-python": zarrPython, xarray, tensorstore, curl, zarrita };
 
 async function copy(text, button) {
   let ok = false;
@@ -168,6 +208,25 @@ async function copy(text, button) {
   }, 1500);
 }
 
+/** `mean:time,lat` as {op, dims}. */
+function parseReduce(text) {
+  const [op, dims = ""] = text.split(":");
+  return { op, dims: dims.split(",").filter(Boolean) };
+}
+
+/** The positions, in the selection's result, of the dimensions reduced. */
+function reducedAxes(items, meta, dims) {
+  const names = meta.dimension_names || meta.dimensions || [];
+  const out = [];
+  let at = 0;
+  items.forEach((it, d) => {
+    if (/^-?\d+$/.test(it)) return;
+    if (dims.includes(names[d])) out.push(at);
+    at += 1;
+  });
+  return out;
+}
+
 /**
  * ctx: {origin, path, meta, token, items (select items), what (which view
  * the selection comes from), coords: {dim: {path}}, image (png query part)}
@@ -192,7 +251,10 @@ export function renderSnippets(container, ctx) {
     token: ctx.token,
     items: ctx.items,
     shape: meta.shape,
-    dimNames: meta.dimension_names || meta.shape.map(() => null),
+    dimNames: meta.dimension_names || meta.dimensions || meta.shape.map(() => null),
+    label: ctx.label,
+    reduce: ctx.reduce ? parseReduce(ctx.reduce) : null,
+    reducedAxes: ctx.reduce ? reducedAxes(ctx.items, meta, parseReduce(ctx.reduce).dims) : [],
     coords,
     zarrFormat: meta.zarr_format,
     fields: Array.isArray(np) ? np.map((f) => f[0]) : null,

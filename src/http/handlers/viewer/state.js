@@ -22,7 +22,11 @@ export const state = {
   zoom: null,
   offset: null,
   lastData: null, // the data tab shown last: what the code tab reproduces
+  reduce: null, // a reduction of the dimensions not displayed (mean, max, …)
 };
+
+/** The reductions the viewer offers over the dimensions not displayed. */
+export const REDUCTIONS = ["mean", "min", "max", "sum", "std"];
 
 // ---- URL ------------------------------------------------------------------
 
@@ -71,6 +75,7 @@ export function readURL() {
     vmax: number(q.get("vmax")),
     zoom: parseZoom(q.get("zoom")),
     offset: intList(q.get("offset")),
+    reduce: REDUCTIONS.includes(q.get("reduce")) ? q.get("reduce") : null,
   };
 }
 
@@ -88,6 +93,7 @@ function urlOf() {
     const [dr, dc] = defaultDims(k);
     if (state.dims[0] !== dr || state.dims[1] !== dc) q.push(["dims", state.dims.join(",")]);
     if (state.index.some((i) => i !== 0)) q.push(["index", state.index.join(",")]);
+    if (state.reduce) q.push(["reduce", state.reduce]);
   }
   if (isArray && k.canDraw) {
     if (state.cmap !== defaultCmap()) q.push(["cmap", state.cmap]);
@@ -129,7 +135,9 @@ export function kindOf(meta) {
   const rgb = name === "uint8" && n >= 3 && (meta.shape[n - 1] === 3 || meta.shape[n - 1] === 4);
   const tabs = [];
   if (n >= 2 && numeric && !empty) tabs.push("heatmap");
-  if (n === 1 && numeric && !empty) tabs.push("line");
+  // A line of one dimension: of a 1-D array, or of an N-D one with the
+  // others at the sliders' positions or reduced (an area-mean series).
+  if (n >= 1 && numeric && !empty && !rgb) tabs.push("line");
   if (!empty) tabs.push("table");
   tabs.push("meta", "code");
   return { tabs, ndim: n, numeric, rgb, canDraw: tabs.includes("heatmap") || tabs.includes("line") };
@@ -173,6 +181,7 @@ export function applyParams(p, keepPrefs) {
     const [a, b] = p.zoom;
     if (a < b && b <= shape[0] && !(a === 0 && b === shape[0])) state.zoom = p.zoom;
   }
+  state.reduce = n >= 2 && p.reduce ? p.reduce : null;
   state.offset = p.offset && p.offset.length === 2 && p.offset.every((v) => v >= 0) && p.offset.some((v) => v > 0) ? p.offset : null;
   if (["heatmap", "line", "table"].includes(state.tab)) state.lastData = state.tab;
   else state.lastData = k.tabs[0] === "table" ? "table" : k.tabs[0];
