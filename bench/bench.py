@@ -38,6 +38,7 @@ import measure
 import report
 import scaleout
 import protocols
+import reductions
 import viewport
 import virtual
 from common import (mb, read_tensorstore, read_zarr_python, select_param, static_slice,
@@ -512,7 +513,7 @@ def section_writes(ctx):
 SECTIONS = {"raw": section_raw, "clients": section_clients, "slicing": section_slicing,
             "peers": section_peers, "memory": section_memory, "writes": section_writes,
             "viewport": viewport.section, "growth": growth.section, "scaleout": scaleout.section,
-            "virtual": virtual.section, "protocols": protocols.section}
+            "virtual": virtual.section, "protocols": protocols.section, "reductions": reductions.section}
 
 
 def main():

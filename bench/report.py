@@ -327,7 +327,15 @@ TITLES = {
     "scaleout": ("9. Replicas behind HAProxy: round robin vs hashing by array", scaleout_tables),
     "virtual": ("10. Reference sets and Icechunk vs plain Zarr, and xarray on the NetCDF file", virtual_tables),
     "protocols": ("11. The viewer's view over HTTP/2 vs HTTP/1.1 (TLS)", protocols_table),
+    # The section's own module writes its table (imported when drawn: it imports this one).
+    "reductions": ("12. Reductions on the server vs xarray in a notebook", lambda sec: reductions_table(sec)),
 }
+
+
+def reductions_table(sec):
+    import reductions
+
+    return reductions.table(sec)
 
 
 def write(results, path):

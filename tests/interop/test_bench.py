@@ -29,7 +29,7 @@ def test_bench_harness_runs_and_reports(tmp_path):
     env = {**os.environ, "ZARRD_BENCH_OUT": str(tmp_path / "work")}
     result = subprocess.run([sys.executable, BENCH, "--size", "512", "--reps", "1", "--seconds", "1",
                              "--cache-size", "64MiB", "--replicas", "1,2",
-                             "--only", "slicing,memory,writes,viewport,growth,scaleout,virtual,protocols",
+                             "--only", "slicing,memory,writes,viewport,growth,scaleout,virtual,protocols,reductions",
                              "--results", str(tmp_path)],
                             capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -58,6 +58,14 @@ def test_bench_harness_runs_and_reports(tmp_path):
         for who in ("zarrd cold", "zarrd warm"):
             assert row[who]["seconds"]["median"] > 0
     assert ("nginx" in viewport[0]) == nginx
+
+    # Reductions on the server against xarray in-process and a notebook downloading the chunks.
+    reductions = results["sections"]["reductions"]
+    assert [r["question"] for r in reductions["rows"]] == ["time-mean map", "area-mean series"]
+    for row in reductions["rows"]:
+        for who in ("zarrd cold", "zarrd warm", "xarray numpy", "xarray dask", "download through /zarr/"):
+            assert row[who]["seconds"]["median"] > 0
+    assert reductions["peak_rss"]["zarrd cold"] > 0
 
     # The same view over HTTPS, HTTP/2 against HTTP/1.1, each spoken as named.
     protocols = results["sections"]["protocols"]
