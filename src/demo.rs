@@ -153,7 +153,9 @@ async fn climate(h: &Hierarchy) -> Result<()> {
         DataType::Float64,
         json!({"units": "degrees_east", "standard_name": "longitude"}),
     );
-    let values = (0..lons).flat_map(|i| (4.0 * i as f64).to_le_bytes()).collect();
+    let values = (0..lons)
+        .flat_map(|i| (4.0 * i as f64).to_le_bytes())
+        .collect();
     write(h, "climate/lon", &lon, ArrayBytes::Fixed(values)).await?;
     let mut t2m = ArraySpec::new(3, vec![days, lats, lons], DataType::Float32);
     t2m.chunks = Some(vec![61, lats, lons]);

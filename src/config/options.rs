@@ -145,7 +145,7 @@ options! {
     #[arg(long, env = "ZARRD_RECHECK_CACHED")]
     #[serde(deserialize_with = "file::parsed")]
     recheck_cached: Recheck = ("always" by parsed);
-    /// Largest JSON data response, and largest variable-length one in any format, e.g. 64MiB
+    /// Largest data response built in memory (JSON, CSV, NetCDF, GeoTIFF, Arrow, Parquet, reductions) and largest variable-length one in any format, e.g. 64MiB
     #[arg(long, env = "ZARRD_JSON_LIMIT")]
     #[serde(deserialize_with = "file::size")]
     json_limit: u64 = ("64MiB" by parse_size);

@@ -61,7 +61,15 @@ impl Service {
                 }
                 _ => None,
             };
-            let attributes = cf::described_attributes(&array.metadata().attributes);
+            let meta = array.metadata();
+            let mut attributes = cf::described_attributes(&meta.attributes);
+            // xarray masks a v2 array's fill value: formats that carry the
+            // attributes say so, or their readers would not.
+            if meta.zarr_format == 2 && !attributes.contains_key("_FillValue") {
+                if let Some(fill) = cf::fill_as_f64(meta) {
+                    attributes.insert("_FillValue".into(), super::number_json(fill, false));
+                }
+            }
             let mut data = self.read_array(array.clone(), request, residence).await?;
             if let Some(resolved) = resolved {
                 data.axes = self.axes(&array, &resolved, query).await?;
@@ -112,7 +120,7 @@ impl Service {
                 if !r.dims.is_empty() || !r.coarsen.is_empty() || r.resample.is_some() {
                     dimensions(&array)?;
                 }
-                let groupings = self.groupings(&names, &axes, r)?;
+                let groupings = self.groupings(&names, &axes, r, query.without_coordinates)?;
                 (Some(r.op), groupings, r.ddof, r.q.clone())
             }
         };
@@ -180,20 +188,23 @@ impl Service {
                 "{what}, about {need} bytes, over the {limit}-byte limit for answers built in memory; select less, coarsen more, or reduce more dimensions"
             )));
         }
-        let threads = rayon::current_num_threads().max(1) as u64;
+        // No more blocks in flight than the selection has.
+        let blocks = count.div_ceil(BLOCK_ELEMENTS).max(1);
+        let threads = (rayon::current_num_threads().max(1) as u64).min(blocks);
         let parallel =
             if acc_op.holds_values() || state.saturating_mul(threads) > PARALLEL_STATE_BYTES {
                 1
             } else {
                 threads
             };
-        let block_bytes = BLOCK_ELEMENTS * (8 + stored.size().unwrap_or(8) as u64);
+        let block_bytes =
+            BLOCK_ELEMENTS.min(count.max(1)) * (8 + stored.size().unwrap_or(8) as u64);
         let mut reservation = self
             .budget
             .reserve(
                 need.saturating_add(state.saturating_mul(parallel))
                     .saturating_add(block_bytes.saturating_mul(parallel + 1)),
-                "this computation",
+                "this reduction",
             )
             .await?;
         let plan = Arc::new(plan);
@@ -308,13 +319,13 @@ impl Service {
             ));
         };
         let packing = Arc::new(self.packing(&array, query.decode)?);
-        let threads = rayon::current_num_threads().max(1);
+        let count: u64 = dims.iter().map(|d| d.indices.len()).product();
+        let blocks = count.div_ceil(BLOCK_ELEMENTS).max(1);
+        let threads = (rayon::current_num_threads().max(1) as u64).min(blocks) as usize;
+        let block = BLOCK_ELEMENTS.min(count.max(1));
         let _held = self
             .budget
-            .reserve(
-                BLOCK_ELEMENTS * 16 * (threads as u64 + 1),
-                "these statistics",
-            )
+            .reserve(block * 16 * (threads as u64 + 1), "computing statistics")
             .await?;
         let summary = self
             .over_blocks(
@@ -330,10 +341,21 @@ impl Service {
         let histogram = match bins {
             None => None,
             Some(bins) => {
-                let (lo, hi) = range.unwrap_or((summary.min, summary.max));
+                let (mut lo, mut hi) = range.unwrap_or((summary.min, summary.max));
                 if summary.count == 0 && range.is_none() {
                     Some(Histogram::new(f64::NAN, f64::NAN, bins))
+                } else if !(lo.is_finite() && hi.is_finite() && (hi - lo).is_finite()) {
+                    return Err(invalid(
+                        "bad_query",
+                        format!(
+                            "range: the values run from {lo} to {hi}, which equal bins cannot span; give range=LOW,HIGH"
+                        ),
+                    ));
                 } else {
+                    // One value: a bin-wide range around it, as numpy's.
+                    if lo == hi {
+                        (lo, hi) = (lo - 0.5, hi + 0.5);
+                    }
                     Some(
                         self.over_blocks(
                             &array,
@@ -388,6 +410,7 @@ impl Service {
         names: &[String],
         axes: &[Axis],
         r: &super::Reduction,
+        without_coordinates: bool,
     ) -> Result<Vec<Grouping>> {
         let mut groupings = vec![Grouping::Keep; names.len()];
         let everything = r.dims.is_empty() && r.coarsen.is_empty() && r.resample.is_none();
@@ -420,6 +443,21 @@ impl Service {
             set(dim, Grouping::Blocks(*n), "coarsen")?;
         }
         if let Some((dim, period)) = &r.resample {
+            if !names.contains(dim) {
+                return Err(invalid(
+                    "bad_reduction",
+                    format!(
+                        "resample: the selection has no dimension '{dim}' (it has {}; a dimension selected by one label or index is gone)",
+                        if names.is_empty() { "none".to_string() } else { names.join(", ") }
+                    ),
+                ));
+            }
+            if without_coordinates {
+                return Err(ServiceError::forbidden(
+                    "forbidden",
+                    format!("resample: the periods of {dim} are in its coordinate beside the array, which this token may not read"),
+                ));
+            }
             let axis = axes.iter().find(|a| &a.name == dim);
             let Some((units, values)) = axis
                 .and_then(|a| a.coordinate.as_ref())

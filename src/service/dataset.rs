@@ -43,7 +43,8 @@ pub struct Query {
 impl Query {
     /// Whether it selects anything (and so cannot go with `select=`).
     pub fn selects(&self) -> bool {
-        !self.sel.is_empty() || !self.isel.is_empty()
+        // A tolerance alone is a mistake the selection reports.
+        !self.sel.is_empty() || !self.isel.is_empty() || !self.tolerance.is_empty()
     }
 
     /// Whether the answer is the stored values, unchanged.

@@ -241,6 +241,9 @@ pub struct Accumulator {
     pos: Vec<u64>,
     /// median/quantile: every value.
     values: Vec<Vec<f64>>,
+    /// mean/std/var: infinities seen (1: +inf, 2: -inf), kept out of the
+    /// sums: numpy's mean of them is an infinity or NaN, std and var NaN.
+    infinite: Vec<u8>,
     /// The dimension argmin/argmax report positions along.
     along: usize,
 }
@@ -280,6 +283,11 @@ impl Accumulator {
             } else {
                 Vec::new()
             },
+            infinite: if matches!(op, Op::Mean | Op::Std | Op::Var) {
+                vec![0; cells]
+            } else {
+                Vec::new()
+            },
             along,
         }
     }
@@ -312,7 +320,9 @@ impl Accumulator {
                 }
             }),
             Op::Mean => plan.walk(start, shape, along, values, |c, v, _| {
-                if !v.is_nan() {
+                if v.is_infinite() {
+                    self.infinite[c] |= if v > 0.0 { 1 } else { 2 };
+                } else if !v.is_nan() {
                     if self.count[c] == 0 {
                         self.a[c] = v;
                     }
@@ -321,7 +331,9 @@ impl Accumulator {
                 }
             }),
             Op::Std | Op::Var => plan.walk(start, shape, along, values, |c, v, _| {
-                if !v.is_nan() {
+                if v.is_infinite() {
+                    self.infinite[c] |= if v > 0.0 { 1 } else { 2 };
+                } else if !v.is_nan() {
                     if self.count[c] == 0 {
                         self.a[c] = v;
                     }
@@ -365,6 +377,9 @@ impl Accumulator {
     /// Folds in another accumulator of the same plan. For argmin/argmax
     /// the earlier position wins a tie only if `other` covers later input.
     pub fn merge(&mut self, mut other: Accumulator) {
+        for (mine, theirs) in self.infinite.iter_mut().zip(&other.infinite) {
+            *mine |= theirs;
+        }
         for c in 0..self.count.len() {
             let (n1, n2) = (self.count[c], other.count[c]);
             if n2 == 0 {
@@ -438,21 +453,27 @@ impl Accumulator {
             Op::Count => (0..n).map(count).collect(),
             Op::Sum => self.s1,
             Op::Mean => (0..n)
-                .map(|c| {
-                    if self.count[c] == 0 {
-                        f64::NAN
-                    } else {
-                        self.a[c] + self.s1[c] / count(c)
-                    }
+                .map(|c| match self.infinite[c] {
+                    1 => f64::INFINITY,
+                    2 => f64::NEG_INFINITY,
+                    3 => f64::NAN,
+                    _ if self.count[c] == 0 => f64::NAN,
+                    _ => self.a[c] + self.s1[c] / count(c),
                 })
                 .collect(),
             Op::Std | Op::Var => (0..n)
                 .map(|c| {
                     let k = self.count[c];
-                    if k <= ddof {
+                    if k <= ddof || self.infinite[c] != 0 {
                         return f64::NAN;
                     }
-                    let m2 = (self.s2[c] - self.s1[c] * self.s1[c] / k as f64).max(0.0);
+                    // Sums that overflowed are an infinite variance, not none.
+                    let m2 = self.s2[c] - self.s1[c] * self.s1[c] / k as f64;
+                    let m2 = if m2.is_nan() {
+                        f64::INFINITY
+                    } else {
+                        m2.max(0.0)
+                    };
                     let var = m2 / (k - ddof) as f64;
                     if self.op == Op::Std {
                         var.sqrt()
@@ -508,9 +529,13 @@ fn quantile_sorted(values: &[f64], q: f64) -> f64 {
 pub struct Summary {
     /// Elements seen, missing ones included.
     pub total: u64,
+    /// Elements present (not NaN), infinities included.
     pub count: u64,
     pub min: f64,
     pub max: f64,
+    /// Infinities seen (bit 1: +inf, bit 2: -inf), kept out of the sums.
+    infinite: u8,
+    infinities: u64,
     shift: f64,
     s1: f64,
     s2: f64,
@@ -524,17 +549,29 @@ impl Summary {
                 continue;
             }
             if self.count == 0 {
-                self.shift = v;
                 self.min = v;
                 self.max = v;
             }
             self.count += 1;
             self.min = self.min.min(v);
             self.max = self.max.max(v);
+            if v.is_infinite() {
+                self.infinite |= if v > 0.0 { 1 } else { 2 };
+                self.infinities += 1;
+                continue;
+            }
+            if self.finite() == 1 {
+                self.shift = v;
+            }
             let d = v - self.shift;
             self.s1 += d;
             self.s2 += d * d;
         }
+    }
+
+    /// Values counted into the sums (the finite ones).
+    fn finite(&self) -> u64 {
+        self.count - self.infinities
     }
 
     pub fn merge(&mut self, o: Summary) {
@@ -549,30 +586,43 @@ impl Summary {
             };
             return;
         }
-        let delta = o.shift - self.shift;
-        let n2 = o.count as f64;
-        self.s2 += o.s2 + 2.0 * delta * o.s1 + n2 * delta * delta;
-        self.s1 += o.s1 + n2 * delta;
-        self.count += o.count;
         self.min = self.min.min(o.min);
         self.max = self.max.max(o.max);
+        self.infinite |= o.infinite;
+        if self.finite() == 0 {
+            (self.shift, self.s1, self.s2) = (o.shift, o.s1, o.s2);
+        } else if o.finite() > 0 {
+            let delta = o.shift - self.shift;
+            let n2 = o.finite() as f64;
+            self.s2 += o.s2 + 2.0 * delta * o.s1 + n2 * delta * delta;
+            self.s1 += o.s1 + n2 * delta;
+        }
+        self.count += o.count;
+        self.infinities += o.infinities;
     }
 
     pub fn mean(&self) -> f64 {
-        if self.count == 0 {
-            f64::NAN
-        } else {
-            self.shift + self.s1 / self.count as f64
+        match self.infinite {
+            1 => f64::INFINITY,
+            2 => f64::NEG_INFINITY,
+            3 => f64::NAN,
+            _ if self.finite() == 0 => f64::NAN,
+            _ => self.shift + self.s1 / self.finite() as f64,
         }
     }
 
     /// Population standard deviation (numpy's default, ddof 0).
     pub fn std(&self) -> f64 {
-        if self.count == 0 {
+        if self.finite() == 0 || self.infinite != 0 {
             return f64::NAN;
         }
-        let n = self.count as f64;
-        ((self.s2 - self.s1 * self.s1 / n).max(0.0) / n).sqrt()
+        let n = self.finite() as f64;
+        let m2 = self.s2 - self.s1 * self.s1 / n;
+        if m2.is_nan() {
+            // Sums that overflowed: an infinite spread, not none.
+            return f64::INFINITY;
+        }
+        (m2.max(0.0) / n).sqrt()
     }
 }
 
@@ -687,6 +737,32 @@ mod tests {
         );
         assert_eq!(max, vec![17.0, 23.0]);
         assert!(Plan::new(&[5], vec![Grouping::Blocks(2)]).is_err());
+    }
+
+    #[test]
+    fn infinities_as_numpy_counts_them() {
+        let plan = Plan::new(&[4], vec![Grouping::Reduce]).unwrap();
+        let run = |op: Op, values: &[f64]| {
+            let mut acc = Accumulator::new(op, 1, 0);
+            acc.add(&plan, &[0], &[4], values);
+            acc.finish(0, &[])[0]
+        };
+        let mixed = [f64::INFINITY, f64::NEG_INFINITY, 1.0, 2.0];
+        assert!(run(Op::Mean, &mixed).is_nan());
+        assert!(run(Op::Std, &mixed).is_nan());
+        assert_eq!(
+            run(Op::Mean, &[f64::INFINITY, 1.0, 2.0, 3.0]),
+            f64::INFINITY
+        );
+        let huge = [1.7e308, 1.7e308, 1.7e308, -1e308];
+        assert_eq!(run(Op::Var, &huge), f64::INFINITY);
+        let mut s = Summary::default();
+        s.add(&mixed);
+        assert!(s.std().is_nan() && s.mean().is_nan());
+        assert_eq!(
+            (s.count, s.min, s.max),
+            (4, f64::NEG_INFINITY, f64::INFINITY)
+        );
     }
 
     #[test]

@@ -456,3 +456,35 @@ def test_arrow_and_parquet_tables_equal_xarray(served, name, fmt):
     assert table.column("time").to_pylist()[::3][:2] == ["2000-01-01T00:00:00", "2000-02-01T00:00:00"]
     expected = xr.open_zarr(root / f"cal_noleap_{name}", consolidated=False, use_cftime=True).v.resample(time="1MS").mean()
     np.testing.assert_allclose(np.array(table.column("v").to_pylist()).reshape(expected.shape), expected.values)
+
+
+def test_extreme_values_reduce_as_numpy(tmp_path):
+    """int64's minimum is a number (only times have NaT), infinities make
+    means infinite or NaN and spreads NaN, and a histogram of one value or
+    of values no bins can span says so, as numpy does."""
+    ints = np.array([np.iinfo("int64").min, 1, 2, 3], dtype="int64")
+    infs = np.array([np.inf, -np.inf, 1.0, 2.0])
+    xr.Dataset({"ints": ("k", ints), "infs": ("k", infs), "const": ("k", np.full(4, 3.0))},
+               coords={"k": [0.0, 1.0, 2.0, 3.0]}).to_zarr(
+        tmp_path / "x.zarr", zarr_format=3, consolidated=False)
+    url, proc = start_zarrd(str(tmp_path))
+    try:
+        def value(path, **params):
+            return json.loads(get(data_url(url, path, format="json", **params)))["data"]
+
+        assert value("x.zarr/ints", reduce="count") == 4
+        assert value("x.zarr/ints", reduce="argmin:k") == 0
+        assert value("x.zarr/ints", reduce="min") == int(ints.min())
+        assert value("x.zarr/infs", reduce="mean") == "NaN"
+        assert value("x.zarr/infs", reduce="std") == "NaN"
+        stats = json.loads(get(f"{url}/api/v1/statistics/x.zarr/ints"))
+        assert stats["count"] == 4 and stats["min"] == float(ints.min())
+        hist = json.loads(get(f"{url}/api/v1/histogram/x.zarr/const?bins=4"))
+        counts, edges = np.histogram(np.full(4, 3.0), bins=4)
+        assert hist["counts"] == counts.tolist() and hist["edges"] == edges.tolist()
+        status, err = error(f"{url}/api/v1/histogram/x.zarr/infs")
+        assert status == 400 and err["message"].startswith("range"), err
+        status, err = error(data_url(url, "x.zarr/infs", **{"sel.k": "~nan"}))
+        assert status == 400 and "not a finite number" in err["message"], err
+    finally:
+        stop(proc)

@@ -28,6 +28,10 @@ pub fn is_label_param(name: &str) -> bool {
             .any(|p| name.strip_prefix(p).is_some_and(|d| !d.is_empty()))
 }
 
+/// The longest value of the grammar: labels, lists and quantiles are short;
+/// a longer value is a mistake that errors would otherwise echo.
+const MAX_VALUE: usize = 4096;
+
 fn bad(param: &str, why: impl std::fmt::Display) -> ApiError {
     ApiError::bad_request("bad_query", format!("{param}: {why}"))
 }
@@ -39,6 +43,15 @@ pub fn parse(pairs: &[(String, String)]) -> ApiResult<Query> {
     let mut seen = std::collections::HashSet::new();
     let mut plain = std::collections::HashMap::new();
     for (name, value) in pairs {
+        if value.len() > MAX_VALUE {
+            return Err(bad(
+                name,
+                format!(
+                    "a value of at most {MAX_VALUE} characters (this one has {})",
+                    value.len()
+                ),
+            ));
+        }
         if !seen.insert(name.as_str()) {
             return Err(ApiError::bad_request(
                 "bad_query",

@@ -62,6 +62,16 @@ impl Output for Csv {
 }
 
 /// A CSV field: quoted when it holds a separator, quote or line break.
+/// Names (never numbers) that a spreadsheet would run as a formula start
+/// with a quote.
+fn name_field(out: &mut String, text: &str) {
+    if text.starts_with(['=', '+', '-', '@']) {
+        field(out, &format!("'{text}"));
+    } else {
+        field(out, text);
+    }
+}
+
 fn field(out: &mut String, text: &str) {
     if text.contains([',', '"', '\n', '\r']) {
         out.push('"');
@@ -107,7 +117,8 @@ fn encode(data: Data, layout: Layout) -> ApiResult<Response> {
             None => i.to_string(),
         }
     };
-    let column = if data.name.is_empty() {
+    // A coordinate read itself would name two columns alike.
+    let column = if data.name.is_empty() || data.axes.iter().any(|a| a.name == data.name) {
         "value".to_string()
     } else {
         data.name.clone()
@@ -139,7 +150,7 @@ fn encode(data: Data, layout: Layout) -> ApiResult<Response> {
                 ),
             ));
         };
-        field(&mut out, &name(0));
+        name_field(&mut out, &name(0));
         for c in 0..cols {
             out.push(',');
             field(&mut out, &label(1, c));
@@ -158,10 +169,10 @@ fn encode(data: Data, layout: Layout) -> ApiResult<Response> {
         }
     } else {
         for d in 0..n {
-            field(&mut out, &name(d));
+            name_field(&mut out, &name(d));
             out.push(',');
         }
-        field(&mut out, &column);
+        name_field(&mut out, &column);
         out.push('\n');
         // Labels per dimension, computed once.
         let labels: Vec<Vec<String>> = (0..n)

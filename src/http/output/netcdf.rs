@@ -323,15 +323,22 @@ fn encode(data: Data) -> ApiResult<Response> {
     } else {
         &data.name
     });
-    let dim_names: Vec<String> = (0..n)
-        .map(|d| {
-            if named {
-                nc_name(&data.axes[d].name)
-            } else {
-                format!("dim_{d}")
-            }
-        })
-        .collect();
+    // Names that sanitize alike are told apart: a file's dimensions are unique.
+    let mut dim_names: Vec<String> = Vec::with_capacity(n);
+    for d in 0..n {
+        let base = if named {
+            nc_name(&data.axes[d].name)
+        } else {
+            format!("dim_{d}")
+        };
+        let mut name = base.clone();
+        let mut k = 1;
+        while dim_names.contains(&name) {
+            name = format!("{base}_{k}");
+            k += 1;
+        }
+        dim_names.push(name);
+    }
     let dims: Vec<(String, u64)> = dim_names.iter().cloned().zip(data.shape.clone()).collect();
     let mut vars = Vec::new();
     if named {

@@ -103,8 +103,11 @@ impl Coordinate {
     pub fn label(&self, value: f64) -> String {
         match self.time.as_ref().and_then(|t| t.to_datetime(value)) {
             Some(at) => at.to_string(),
-            None if self.single => format!("{}", value as f32),
-            None => format!("{value}"),
+            None => number_text(if self.single {
+                value as f32 as f64
+            } else {
+                value
+            }),
         }
     }
 
@@ -148,12 +151,16 @@ impl Coordinate {
                 }
             }
             None => {
-                let v: f64 = label.parse().map_err(|_| {
-                    format!(
-                        "'{label}' is not a number (the coordinate {} holds numbers)",
-                        self.name
-                    )
-                })?;
+                let v: f64 = label
+                    .parse()
+                    .ok()
+                    .filter(|v: &f64| v.is_finite())
+                    .ok_or_else(|| {
+                        format!(
+                            "'{label}' is not a finite number (the coordinate {} holds numbers)",
+                            self.name
+                        )
+                    })?;
                 let v = if self.single { v as f32 as f64 } else { v };
                 Ok(Span {
                     start: v,
@@ -313,10 +320,14 @@ impl Coordinate {
                 Err(bad("a tolerance is not negative"))
             };
         };
-        let split = text
-            .find(|c: char| c.is_ascii_alphabetic())
-            .ok_or_else(|| bad("a time tolerance is a duration, as 12h, 1D, 30min or 90s"))?;
-        let (number, unit) = text.split_at(split);
+        // The unit is the trailing letters (`1e3s` is a thousand seconds).
+        let number = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+        if number.len() == text.len() {
+            return Err(bad(
+                "a time tolerance is a duration, as 12h, 1D, 30min or 90s",
+            ));
+        }
+        let unit = &text[number.len()..];
         let number: f64 = number
             .trim()
             .parse()
@@ -336,6 +347,15 @@ impl Coordinate {
             return Err(bad("a tolerance is not negative"));
         }
         Ok(number * ns / units.unit_ns() as f64)
+    }
+}
+
+/// A number as a label in messages: short, whatever its size.
+fn number_text(v: f64) -> String {
+    if v != 0.0 && (v.abs() >= 1e16 || v.abs() < 1e-6) {
+        format!("{v:e}")
+    } else {
+        format!("{v}")
     }
 }
 
@@ -430,7 +450,7 @@ mod tests {
         assert!(lat
             .select(&LabelSel::parse("north"), None)
             .unwrap_err()
-            .contains("not a number"));
+            .contains("not a finite number"));
     }
 
     #[test]

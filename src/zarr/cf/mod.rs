@@ -169,7 +169,8 @@ pub fn attr_number(v: &Value) -> Option<f64> {
     }
 }
 
-fn fill_as_f64(meta: &ArrayMetadata) -> Option<f64> {
+/// A v2 array's `fill_value` as a number (xarray's `_FillValue` of it).
+pub fn fill_as_f64(meta: &ArrayMetadata) -> Option<f64> {
     match &meta.fill_value {
         FillValue(bytes) if meta.fill_value_json.is_null() || bytes.is_empty() => None,
         FillValue(bytes) => element_as_f64(&meta.dtype, bytes),
@@ -215,7 +216,8 @@ pub fn numbers(dtype: &DataType, bytes: &[u8], out: &mut Vec<f64>) -> Option<()>
         DataType::Float64 => each!(f64),
         DataType::Int16 => each!(i16),
         DataType::Int32 => each!(i32),
-        DataType::Int64 | DataType::DateTime64 { .. } | DataType::TimeDelta64 { .. } => {
+        DataType::Int64 => each!(i64),
+        DataType::DateTime64 { .. } | DataType::TimeDelta64 { .. } => {
             out.extend(bytes.chunks_exact(8).map(|b| {
                 let v = i64::from_le_bytes(b.try_into().unwrap_or_default());
                 // NaT

@@ -260,12 +260,20 @@ pub fn parse_iso(text: &str) -> Result<(DateTime, Precision), String> {
         }
         p.parse().map_err(|_| bad())
     };
+    // Months, days and clock fields are one or two digits (`2000-001` is
+    // an ordinal date, which this does not read).
+    let short = |p: &str| -> Result<i64, String> {
+        if p.len() > 2 {
+            return Err(bad());
+        }
+        num(p)
+    };
     let mut year = num(parts[0])?;
     if negative {
         year = -year;
     }
-    let month = parts.get(1).map(|p| num(p)).transpose()?.unwrap_or(1);
-    let day = parts.get(2).map(|p| num(p)).transpose()?.unwrap_or(1);
+    let month = parts.get(1).map(|p| short(p)).transpose()?.unwrap_or(1);
+    let day = parts.get(2).map(|p| short(p)).transpose()?.unwrap_or(1);
     if parts.len() > 3 || !(1..=12).contains(&month) || !(1..=31).contains(&day) {
         return Err(bad());
     }
@@ -291,16 +299,16 @@ pub fn parse_iso(text: &str) -> Result<(DateTime, Precision), String> {
         if fields.len() > 3 {
             return Err(bad());
         }
-        let h = num(fields[0])?;
-        let mi = fields.get(1).map(|p| num(p)).transpose()?.unwrap_or(0);
+        let h = short(fields[0])?;
+        let mi = fields.get(1).map(|p| short(p)).transpose()?.unwrap_or(0);
         let (sec, frac) = match fields.get(2) {
             Some(f) => match f.split_once('.') {
-                Some((s, frac)) => (num(s)?, Some(frac)),
-                None => (num(f)?, None),
+                Some((s, frac)) => (short(s)?, Some(frac)),
+                None => (short(f)?, None),
             },
             None => (0, None),
         };
-        if h > 24 || mi > 59 || sec > 60 {
+        if h > 23 || mi > 59 || sec > 59 {
             return Err(bad());
         }
         precision = [Precision::Hour, Precision::Minute, Precision::Second][fields.len() - 1];
@@ -429,9 +437,13 @@ impl TimeUnits {
         let offset = if value.fract() == 0.0 {
             (value as i128).checked_mul(self.unit_ns)?
         } else {
-            (value * self.unit_ns as f64).round() as i128
+            let ns = (value * self.unit_ns as f64).round();
+            if ns.abs() > 1e36 {
+                return None;
+            }
+            ns as i128
         };
-        Some(i128::from(self.since_day) * NS_PER_DAY + self.since_ns + offset)
+        (i128::from(self.since_day) * NS_PER_DAY + self.since_ns).checked_add(offset)
     }
 
     /// A date as the number stored for it (fractional when it falls
@@ -710,6 +722,8 @@ mod tests {
             "march",
             "2024-03T10",
             "1e5",
+            "2000-001",
+            "2000-01-01T23:59:60",
         ] {
             assert!(parse_iso(bad).is_err(), "{bad}");
         }
@@ -718,6 +732,28 @@ mod tests {
             u.period_end(&DateTime::date(2024, 12, 1), Precision::Month),
             DateTime::date(2025, 1, 1)
         );
+    }
+
+    #[test]
+    fn numbers_past_any_date_are_none_not_a_panic() {
+        let u = units("days since 1970-01-01", "standard");
+        for v in [
+            1e29,
+            -1e29,
+            1e300,
+            f64::MAX,
+            f64::NAN,
+            9.2e18,
+            -9.2e18,
+            1.5e25,
+        ] {
+            let _ = u.to_datetime(v);
+            let _ = u.unix_nanos(v);
+        }
+        let (far, _) = parse_iso("999999999999-12-31").unwrap();
+        assert!(u.to_value(&far).is_ok());
+        let n = units("days since 0001-01-01", "noleap");
+        assert!(n.to_value(&far).is_ok());
     }
 
     #[test]
