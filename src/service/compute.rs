@@ -24,6 +24,8 @@ const BLOCK_ELEMENTS: u64 = 1 << 20;
 /// Per-block states held at once when blocks fold in parallel; past it,
 /// blocks fold one after the other into one state.
 const PARALLEL_STATE_BYTES: u64 = 64 << 20;
+/// The blocks read and folded at once hold at most about this much.
+const BLOCKS_IN_FLIGHT_BYTES: u64 = 512 << 20;
 /// The most histogram bins.
 pub const MAX_BINS: usize = 10_000;
 
@@ -188,17 +190,20 @@ impl Service {
                 "{what}, about {need} bytes, over the {limit}-byte limit for answers built in memory; select less, coarsen more, or reduce more dimensions"
             )));
         }
-        // No more blocks in flight than the selection has.
-        let blocks = count.div_ceil(BLOCK_ELEMENTS).max(1);
-        let threads = (rayon::current_num_threads().max(1) as u64).min(blocks);
+        // No more blocks in flight than the selection has, nor than
+        // BLOCKS_IN_FLIGHT_BYTES of them.
+        let block = Blocks::largest(dims, &array.read_chunk_shape()).min(count.max(1));
+        let block_bytes = block * (8 + stored.size().unwrap_or(8) as u64);
+        let blocks = count.div_ceil(block).max(1);
+        let threads = (rayon::current_num_threads().max(1) as u64)
+            .min(blocks)
+            .min((BLOCKS_IN_FLIGHT_BYTES / block_bytes).max(1));
         let parallel =
             if acc_op.holds_values() || state.saturating_mul(threads) > PARALLEL_STATE_BYTES {
                 1
             } else {
                 threads
             };
-        let block_bytes =
-            BLOCK_ELEMENTS.min(count.max(1)) * (8 + stored.size().unwrap_or(8) as u64);
         let mut reservation = self
             .budget
             .reserve(
@@ -320,9 +325,11 @@ impl Service {
         };
         let packing = Arc::new(self.packing(&array, query.decode)?);
         let count: u64 = dims.iter().map(|d| d.indices.len()).product();
-        let blocks = count.div_ceil(BLOCK_ELEMENTS).max(1);
-        let threads = (rayon::current_num_threads().max(1) as u64).min(blocks) as usize;
-        let block = BLOCK_ELEMENTS.min(count.max(1));
+        let block = Blocks::largest(dims, &array.read_chunk_shape()).min(count.max(1));
+        let blocks = count.div_ceil(block).max(1);
+        let threads = (rayon::current_num_threads().max(1) as u64)
+            .min(blocks)
+            .min((BLOCKS_IN_FLIGHT_BYTES / (block * 16)).max(1)) as usize;
         let _held = self
             .budget
             .reserve(block * 16 * (threads as u64 + 1), "computing statistics")
@@ -681,16 +688,38 @@ fn output_dtype(op: Option<Op>, input: &DataType) -> DataType {
 
 /// Blocks of a selection as position ranges per dimension: whole trailing
 /// dimensions, one dimension cut into pieces of whole chunks where it can
-/// be, single positions before it.
+/// be (so no chunk is decoded for two blocks), single positions before it.
 struct Blocks {
     lens: Vec<u64>,
     split: usize,
     piece: u64,
+    /// Where the split dimension's chunk boundaries fall: a block ends
+    /// where `position + align` is a multiple of `piece`.
+    align: u64,
     /// The next block's start; `None` when done.
     next: Option<Vec<u64>>,
 }
 
+/// How many blocks' worth of elements a block may grow to so that it holds
+/// whole chunks.
+const CHUNK_ALIGNED_BLOCKS: u64 = 8;
+
 impl Blocks {
+    /// The most elements one block of `dims` holds.
+    fn largest(dims: &[ResolvedDim], chunk_shape: &[u64]) -> u64 {
+        let b = Blocks::new(dims, chunk_shape);
+        b.lens
+            .iter()
+            .enumerate()
+            .map(|(d, &l)| match d.cmp(&b.split) {
+                std::cmp::Ordering::Less => 1,
+                std::cmp::Ordering::Equal => b.piece.min(l),
+                std::cmp::Ordering::Greater => l,
+            })
+            .product::<u64>()
+            .max(1)
+    }
+
     fn new(dims: &[ResolvedDim], chunk_shape: &[u64]) -> Self {
         let lens: Vec<u64> = dims.iter().map(|d| d.indices.len()).collect();
         let n = lens.len();
@@ -699,6 +728,7 @@ impl Blocks {
                 lens,
                 split: 0,
                 piece: 1,
+                align: 0,
                 next: None,
             };
         }
@@ -710,24 +740,31 @@ impl Blocks {
             inner = inner.saturating_mul(lens[split]);
         }
         // `split` is now the first whole dimension; cut the one before it.
-        let (split, piece) = if split == 0 {
-            (0, lens.first().copied().unwrap_or(1))
+        let (split, piece, align) = if split == 0 {
+            (0, lens.first().copied().unwrap_or(1), 0)
         } else {
             let d = split - 1;
             let mut piece = (BLOCK_ELEMENTS / inner).clamp(1, lens[d]);
-            let chunk = chunk_shape.get(d).copied().unwrap_or(1);
-            if let Indices::Range { step: 1, .. } = dims[d].indices {
-                if piece >= chunk && chunk > 0 {
+            let mut align = 0;
+            let chunk = chunk_shape.get(d).copied().unwrap_or(0);
+            if let (Indices::Range { start, step: 1, .. }, true) = (&dims[d].indices, chunk > 0) {
+                if piece >= chunk {
                     piece = piece / chunk * chunk;
+                } else if chunk.saturating_mul(inner) <= CHUNK_ALIGNED_BLOCKS * BLOCK_ELEMENTS {
+                    piece = chunk;
+                }
+                if piece.is_multiple_of(chunk) {
+                    align = start % chunk;
                 }
             }
-            (d, piece)
+            (d, piece, align)
         };
         Blocks {
             next: Some(vec![0; n]),
             lens,
             split,
             piece,
+            align,
         }
     }
 }
@@ -744,13 +781,14 @@ impl Iterator for Blocks {
                 if d < self.split {
                     1
                 } else if d == self.split {
-                    self.piece.min(self.lens[d] - start[d])
+                    let to_boundary = self.piece - (start[d] + self.align) % self.piece;
+                    to_boundary.min(self.lens[d] - start[d])
                 } else {
                     self.lens[d]
                 }
             })
             .collect();
-        // Advance: the split dimension by a piece, those before by one.
+        // Advance: the split dimension past this block, those before by one.
         let mut next = start.clone();
         let mut d = self.split.min(n.saturating_sub(1)) + 1;
         let mut done = n == 0;
@@ -760,7 +798,7 @@ impl Iterator for Blocks {
                 break;
             }
             d -= 1;
-            next[d] += if d == self.split { self.piece } else { 1 };
+            next[d] += if d == self.split { len[d] } else { 1 };
             if next[d] < self.lens[d] {
                 break;
             }
@@ -826,6 +864,29 @@ mod tests {
                 .sum();
             assert_eq!(total, shape.iter().product::<u64>(), "{shape:?}");
         }
+    }
+
+    #[test]
+    fn blocks_hold_whole_chunks() {
+        // 8760 x 180 x 360 in chunks of 24 steps: blocks of 24 (one chunk).
+        let dims: Vec<ResolvedDim> = [8760u64, 180, 360].iter().map(|&n| range(n)).collect();
+        let blocks: Vec<_> = Blocks::new(&dims, &[24, 180, 360]).collect();
+        assert!(
+            blocks.iter().all(|(s, l)| s[0] % 24 == 0 && l[0] == 24),
+            "{:?}",
+            &blocks[..2]
+        );
+        // A selection starting inside a chunk ends its first block at the boundary.
+        let mut dims = dims;
+        dims[0].indices = Indices::Range {
+            start: 5,
+            step: 1,
+            len: 100,
+        };
+        let lens: Vec<u64> = Blocks::new(&dims, &[24, 180, 360])
+            .map(|(_, l)| l[0])
+            .collect();
+        assert_eq!(lens, vec![19, 24, 24, 24, 9]);
     }
 
     #[test]

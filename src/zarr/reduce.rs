@@ -163,21 +163,22 @@ impl Plan {
             .collect()
     }
 
-    /// Calls `f(cell, value, position along dim)` for each element of a
-    /// block of `shape` starting at `start` (C order values).
+    /// Calls `f(base, inner, row, index)` for each row (the last
+    /// dimension) of a block of `shape` starting at `start` (C order
+    /// values): the row's cell is `base + inner[j]` for its element `j`;
+    /// `index` is the row's position in the block's other dimensions.
     #[inline]
-    fn walk(
+    fn rows(
         &self,
         start: &[u64],
         shape: &[u64],
-        along: usize,
         values: &[f64],
-        mut f: impl FnMut(usize, f64, u64),
+        mut f: impl FnMut(usize, &[usize], &[f64], &[usize]),
     ) {
         let n = shape.len();
         if n == 0 {
-            if let Some(&v) = values.first() {
-                f(0, v, 0);
+            if !values.is_empty() {
+                f(0, &[0], &values[..1], &[]);
             }
             return;
         }
@@ -192,21 +193,7 @@ impl Plan {
         let mut at = 0usize;
         loop {
             let base: usize = (0..n - 1).map(|d| offsets[d][index[d]]).sum();
-            let along_outer = if along < n - 1 {
-                start[along] + index[along] as u64
-            } else {
-                0
-            };
-            let row = &values[at..at + inner.len()];
-            if along == n - 1 {
-                for (j, (&v, &o)) in row.iter().zip(inner).enumerate() {
-                    f(base + o, v, start[along] + j as u64);
-                }
-            } else {
-                for (&v, &o) in row.iter().zip(inner) {
-                    f(base + o, v, along_outer);
-                }
-            }
+            f(base, inner, &values[at..at + inner.len()], &index);
             at += inner.len();
             // The next row.
             let mut d = n - 1;
@@ -223,6 +210,79 @@ impl Plan {
             }
         }
     }
+
+    /// Calls `f(cell, value, position along dim)` for each element of a
+    /// block of `shape` starting at `start` (C order values).
+    #[inline]
+    fn walk(
+        &self,
+        start: &[u64],
+        shape: &[u64],
+        along: usize,
+        values: &[f64],
+        mut f: impl FnMut(usize, f64, u64),
+    ) {
+        let n = shape.len();
+        self.rows(start, shape, values, |base, inner, row, index| {
+            if n > 0 && along == n - 1 {
+                for (j, (&v, &o)) in row.iter().zip(inner).enumerate() {
+                    f(base + o, v, start[along] + j as u64);
+                }
+            } else {
+                let p = if along + 1 < n {
+                    start[along] + index[along] as u64
+                } else {
+                    0
+                };
+                for (&v, &o) in row.iter().zip(inner) {
+                    f(base + o, v, p);
+                }
+            }
+        });
+    }
+}
+
+/// How a row's elements fall into cells.
+enum RowCells {
+    /// All in one cell (the last dimension is reduced).
+    One(usize),
+    /// In consecutive cells from this one (the last dimension is kept).
+    Run(usize),
+    Other,
+}
+
+fn row_cells(base: usize, inner: &[usize]) -> RowCells {
+    let first = inner.first().copied().unwrap_or(0);
+    if inner.iter().all(|&o| o == first) {
+        RowCells::One(base + first)
+    } else if inner.iter().enumerate().all(|(j, &o)| o == first + j) {
+        RowCells::Run(base + first)
+    } else {
+        RowCells::Other
+    }
+}
+
+/// The sum and count of a row's finite values, and which infinities it has.
+#[inline]
+fn finite_sum(row: &[f64], shift: f64) -> (f64, f64, u64, u8) {
+    let (mut s1, mut s2, mut k) = (0.0, 0.0, 0u64);
+    for &v in row {
+        // Branch-free over finite values, so the loop vectorizes.
+        let finite = v.is_finite();
+        let d = if finite { v - shift } else { 0.0 };
+        s1 += d;
+        s2 += d * d;
+        k += u64::from(finite);
+    }
+    let mut infinite = 0u8;
+    if k < row.len() as u64 {
+        for &v in row {
+            if v.is_infinite() {
+                infinite |= if v > 0.0 { 1 } else { 2 };
+            }
+        }
+    }
+    (s1, s2, k, infinite)
 }
 
 /// Per-cell state of a reduction, mergeable.
@@ -308,41 +368,11 @@ impl Accumulator {
     pub fn add(&mut self, plan: &Plan, start: &[u64], shape: &[u64], values: &[f64]) {
         let along = self.along;
         match self.op {
-            Op::Count => plan.walk(start, shape, along, values, |c, v, _| {
-                if !v.is_nan() {
-                    self.count[c] += 1;
-                }
-            }),
-            Op::Sum => plan.walk(start, shape, along, values, |c, v, _| {
-                if !v.is_nan() {
-                    self.count[c] += 1;
-                    self.s1[c] += v;
-                }
-            }),
-            Op::Mean => plan.walk(start, shape, along, values, |c, v, _| {
-                if v.is_infinite() {
-                    self.infinite[c] |= if v > 0.0 { 1 } else { 2 };
-                } else if !v.is_nan() {
-                    if self.count[c] == 0 {
-                        self.a[c] = v;
-                    }
-                    self.count[c] += 1;
-                    self.s1[c] += v - self.a[c];
-                }
-            }),
-            Op::Std | Op::Var => plan.walk(start, shape, along, values, |c, v, _| {
-                if v.is_infinite() {
-                    self.infinite[c] |= if v > 0.0 { 1 } else { 2 };
-                } else if !v.is_nan() {
-                    if self.count[c] == 0 {
-                        self.a[c] = v;
-                    }
-                    self.count[c] += 1;
-                    let d = v - self.a[c];
-                    self.s1[c] += d;
-                    self.s2[c] += d * d;
-                }
-            }),
+            Op::Count | Op::Sum | Op::Mean | Op::Std | Op::Var => {
+                plan.rows(start, shape, values, |base, inner, row, _| {
+                    self.sums(base, inner, row)
+                })
+            }
             Op::Min | Op::Argmin => plan.walk(start, shape, along, values, |c, v, p| {
                 if v < self.a[c] || (self.count[c] == 0 && !v.is_nan()) {
                     self.a[c] = v;
@@ -371,6 +401,104 @@ impl Accumulator {
                     self.values[c].push(v);
                 }
             }),
+        }
+    }
+
+    /// One row into the sums of count, sum, mean, std and var: a reduced
+    /// last dimension as one sum, a kept one cell by cell.
+    #[inline]
+    fn sums(&mut self, base: usize, inner: &[usize], row: &[f64]) {
+        let op = self.op;
+        match row_cells(base, inner) {
+            RowCells::One(c) => {
+                if self.count[c] == 0 && matches!(op, Op::Mean | Op::Std | Op::Var) {
+                    match row.iter().find(|v| v.is_finite()) {
+                        Some(&first) => self.a[c] = first,
+                        None => {
+                            self.infinite[c] |= finite_sum(row, 0.0).3;
+                            return;
+                        }
+                    }
+                }
+                let shift = if self.a.is_empty() || op == Op::Sum {
+                    0.0
+                } else {
+                    self.a[c]
+                };
+                let (s1, s2, k, infinite) = finite_sum(row, shift);
+                self.count[c] += k;
+                match op {
+                    Op::Count => {
+                        // NaN is missing; infinities count.
+                        self.count[c] += row.iter().filter(|v| v.is_infinite()).count() as u64;
+                    }
+                    Op::Sum => {
+                        self.s1[c] += s1;
+                        if infinite != 0 {
+                            // inf + -inf is NaN, as numpy's sum.
+                            self.s1[c] += match infinite {
+                                1 => f64::INFINITY,
+                                2 => f64::NEG_INFINITY,
+                                _ => f64::NAN,
+                            };
+                        }
+                    }
+                    _ => {
+                        self.s1[c] += s1;
+                        if let Some(s) = self.s2.get_mut(c) {
+                            *s += s2;
+                        }
+                        self.infinite[c] |= infinite;
+                    }
+                }
+            }
+            RowCells::Run(c0) => {
+                let cells = c0..c0 + row.len();
+                let count = &mut self.count[cells.clone()];
+                match op {
+                    Op::Count => {
+                        for (n, &v) in count.iter_mut().zip(row) {
+                            *n += u64::from(!v.is_nan());
+                        }
+                    }
+                    Op::Sum => {
+                        for ((n, s), &v) in count.iter_mut().zip(&mut self.s1[cells]).zip(row) {
+                            if !v.is_nan() {
+                                *n += 1;
+                                *s += v;
+                            }
+                        }
+                    }
+                    _ => {
+                        let (a, s1) = (&mut self.a[cells.clone()], &mut self.s1[cells.clone()]);
+                        let infinite = &mut self.infinite[cells.clone()];
+                        let mut s2 = self.s2.get_mut(cells).map(|s| s.iter_mut());
+                        for ((((n, a), s1), inf), &v) in
+                            count.iter_mut().zip(a).zip(s1).zip(infinite).zip(row)
+                        {
+                            let s2 = s2.as_mut().and_then(|i| i.next());
+                            if v.is_finite() {
+                                if *n == 0 {
+                                    *a = v;
+                                }
+                                *n += 1;
+                                let d = v - *a;
+                                *s1 += d;
+                                if let Some(s2) = s2 {
+                                    *s2 += d * d;
+                                }
+                            } else if v.is_infinite() {
+                                *inf |= if v > 0.0 { 1 } else { 2 };
+                            }
+                        }
+                    }
+                }
+            }
+            RowCells::Other => {
+                for (&v, &o) in row.iter().zip(inner) {
+                    self.sums(base + o, &[0], std::slice::from_ref(&v));
+                }
+            }
         }
     }
 

@@ -314,6 +314,11 @@ mod tests {
             "raw"
         );
         assert_eq!(choose(None, None).unwrap().name(), "npy");
-        assert!(choose(Some("csv"), None).is_err());
+        assert!(choose(Some("tsv"), None).is_err());
+        assert_eq!(choose(None, Some("text/csv")).unwrap().name(), "csv");
+        assert_eq!(
+            choose(None, Some("application/x-netcdf")).unwrap().name(),
+            "netcdf"
+        );
     }
 }
