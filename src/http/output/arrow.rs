@@ -4,13 +4,11 @@
 //! the format's `Schema.fbs` and `Message.fbs`: the Arrow crates would
 //! bring a compute library for two messages.
 
-use axum::body::Body;
-use axum::http::{header, HeaderValue};
 use axum::response::Response;
 use flatbuffers::{FlatBufferBuilder, WIPOffset};
 
 use super::table::{columns, Column, Values};
-use super::{Encode, NoCompression, Output, Params};
+use super::{Encode, Output, Params};
 use crate::config::Config;
 use crate::http::error::ApiResult;
 use crate::service::{Data, Residence};
@@ -242,14 +240,5 @@ fn stream(columns: &[Column]) -> Vec<u8> {
 
 fn encode(data: Data) -> ApiResult<Response> {
     let out = stream(&columns(&data)?);
-    let length = out.len() as u64;
-    let mut response = Response::new(Body::from(out));
-    let h = response.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/vnd.apache.arrow.stream"),
-    );
-    h.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
-    response.extensions_mut().insert(NoCompression);
-    Ok(response)
+    Ok(super::file(out, Arrow.content_type(), None))
 }

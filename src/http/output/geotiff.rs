@@ -6,12 +6,11 @@
 //! TIFF. Rows are the latitude (y) dimension; a selection ordered
 //! (lon, lat) is transposed. Missing values are declared as GDAL's nodata.
 
-use axum::body::Body;
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Map, Value};
 
-use super::{Encode, NoCompression, Output, Params};
+use super::{Encode, Output, Params};
 use crate::config::Config;
 use crate::http::error::{ApiError, ApiResult};
 use crate::service::{Axis, Content, Data, Residence};
@@ -322,11 +321,5 @@ fn encode(data: Data) -> ApiResult<Response> {
         ));
     }
     let out = tiff(width as u32, height as u32, sample, &pixels, geo);
-    let length = out.len() as u64;
-    let mut response = Response::new(Body::from(out));
-    let h = response.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("image/tiff"));
-    h.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
-    response.extensions_mut().insert(NoCompression);
-    Ok(response)
+    Ok(super::file(out, GeoTiff.content_type(), None))
 }

@@ -273,6 +273,23 @@ fn binary(
     response
 }
 
+/// A file built whole (NetCDF, GeoTIFF, Arrow, Parquet): its type, exact
+/// length and, when named, the name to save it as; never compressed.
+fn file(bytes: Vec<u8>, content_type: &'static str, filename: Option<String>) -> Response {
+    let length = bytes.len() as u64;
+    let mut response = Response::new(Body::from(bytes));
+    let h = response.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
+    if let Some(v) =
+        filename.and_then(|f| HeaderValue::from_str(&format!("attachment; filename=\"{f}\"")).ok())
+    {
+        h.insert(header::CONTENT_DISPOSITION, v);
+    }
+    response.extensions_mut().insert(NoCompression);
+    response
+}
+
 /// The longest dtype sent as `X-Zarr-Dtype`.
 const MAX_DTYPE_HEADER: usize = 4096;
 

@@ -6,12 +6,11 @@
 //! Rust to depend on). Unsigned 8- to 32-bit types are stored signed with
 //! `_Unsigned = "true"`, as netCDF-C and xarray read them.
 
-use axum::body::Body;
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 use serde_json::{Map, Value};
 
-use super::{Encode, NoCompression, Output, Params};
+use super::{Encode, Output, Params};
 use crate::config::Config;
 use crate::http::error::{ApiError, ApiResult};
 use crate::service::{Content, Data, Residence};
@@ -388,17 +387,9 @@ fn encode(data: Data) -> ApiResult<Response> {
     });
     let globals = vec![("Conventions".to_string(), AttrValue::Text("CF-1.8".into()))];
     let out = file(&dims, &globals, &vars);
-    let length = out.len() as u64;
-    let mut response = Response::new(Body::from(out));
-    let h = response.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/x-netcdf"),
-    );
-    h.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
-    if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"{var_name}.nc\"")) {
-        h.insert(header::CONTENT_DISPOSITION, v);
-    }
-    response.extensions_mut().insert(NoCompression);
-    Ok(response)
+    Ok(super::file(
+        out,
+        NetCdf.content_type(),
+        Some(format!("{var_name}.nc")),
+    ))
 }

@@ -4,8 +4,7 @@
 
 use std::sync::Arc;
 
-use axum::body::Body;
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::StatusCode;
 use axum::response::Response;
 use parquet::basic::{Compression, LogicalType, Repetition, TimeUnit, Type as Physical};
 use parquet::data_type::{
@@ -16,7 +15,7 @@ use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::Type;
 
 use super::table::{columns, Column, Values};
-use super::{Encode, NoCompression, Output, Params};
+use super::{Encode, Output, Params};
 use crate::config::Config;
 use crate::http::error::{ApiError, ApiResult};
 use crate::service::{Data, Residence};
@@ -129,14 +128,5 @@ fn write(columns: &[Column]) -> Result<Vec<u8>, parquet::errors::ParquetError> {
 fn encode(data: Data) -> ApiResult<Response> {
     let columns = columns(&data)?;
     let out = write(&columns).map_err(internal)?;
-    let length = out.len() as u64;
-    let mut response = Response::new(Body::from(out));
-    let h = response.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/vnd.apache.parquet"),
-    );
-    h.insert(header::CONTENT_LENGTH, HeaderValue::from(length));
-    response.extensions_mut().insert(NoCompression);
-    Ok(response)
+    Ok(super::file(out, Parquet.content_type(), None))
 }
