@@ -5,6 +5,7 @@
 //! runtime arrays, so a codec chain is built once, not per request), the
 //! limits on what one answer may cost, and what each write makes stale.
 
+mod blocks;
 pub mod budget;
 pub mod cache;
 mod commit;
