@@ -488,3 +488,24 @@ def test_extreme_values_reduce_as_numpy(tmp_path):
         assert status == 400 and "not a finite number" in err["message"], err
     finally:
         stop(proc)
+
+
+def test_time_variables_decode_to_datetimes(tmp_path):
+    when = pd.to_datetime(["2024-01-01T06:00:00", "NaT", "1999-12-31T23:59:59.5", "2024-07-04T00:00:00"], format="ISO8601")
+    model = xr.date_range("2000-01-01", periods=4, freq="D", calendar="noleap", use_cftime=True)
+    ds = xr.Dataset({"when": ("k", when), "model": ("k", model)}, coords={"k": [0.0, 1.0, 2.0, 3.0]})
+    ds.to_zarr(tmp_path / "t.zarr", zarr_format=3, consolidated=False)
+    url, proc = start_zarrd(str(tmp_path))
+    try:
+        got = npy(data_url(url, "t.zarr/when", decode="cf"))
+        expected = xr.open_zarr(tmp_path / "t.zarr", consolidated=False).when.values
+        assert got.dtype == np.dtype("<M8[ns]")
+        np.testing.assert_array_equal(got, expected)
+        raw = npy(data_url(url, "t.zarr/when"))
+        assert raw.dtype.kind in "iuf"  # the numbers stored stay the default
+        status, err = error(data_url(url, "t.zarr/model", decode="cf"))
+        assert (status, err["code"]) == (406, "not_acceptable") and "noleap" in err["message"], err
+        status, err = error(data_url(url, "t.zarr/when", decode="cf", reduce="max"))
+        assert status == 400 and "holds times" in err["message"], err
+    finally:
+        stop(proc)

@@ -264,6 +264,11 @@ pub fn to_bytes(dtype: &DataType, values: &[f64]) -> Vec<u8> {
         DataType::UInt32 => each!(u32),
         DataType::UInt64 => each!(u64),
         DataType::Bool => values.iter().map(|&v| u8::from(v != 0.0)).collect(),
+        // NaN is NaT.
+        DataType::DateTime64 { .. } | DataType::TimeDelta64 { .. } => values
+            .iter()
+            .flat_map(|&v| if v.is_nan() { i64::MIN } else { v as i64 }.to_le_bytes())
+            .collect(),
         _ => each!(f64),
     }
 }
