@@ -125,23 +125,3 @@ def section(ctx):
         rss = {"zarrd cold": cold.peak_rss(), "zarrd warm": warm.peak_rss()}
     return {"rows": rows, "steps": t, "grid": list(GRID), "dataset_bytes": t * GRID[0] * GRID[1] * 4,
             "peak_rss": rss}
-
-
-def table(sec):
-    t, (ny, nx) = sec["steps"], sec["grid"]
-    lines = [f"float32 t2m({t}, {ny}, {nx}), {sec['dataset_bytes'] / 1e6:.0f} MB in day chunks (zstd). zarrd computes "
-             "`reduce=mean:...` and answers `.npy`; xarray computes the same in-process on the same files (numpy: "
-             "everything read, then reduced; dask: the threaded scheduler) or in a notebook reading the chunks "
-             "through zarrd's `/zarr/`. vs: the contender's seconds over zarrd cold's (above 1: zarrd faster).", "",
-             "| question | zarrd cold s | zarrd warm s | xarray numpy s | xarray dask s | download s | vs numpy | vs dask | vs download |",
-             "|---|---|---|---|---|---|---|---|---|"]
-    for row in sec["rows"]:
-        z = row["zarrd cold"]["seconds"]
-        cells = [report.fmt(row[w]["seconds"], digits=3) for w in
-                 ("zarrd cold", "zarrd warm", "xarray numpy", "xarray dask", "download through /zarr/")]
-        rel = [report.speed(z, row[w]["seconds"]) for w in ("xarray numpy", "xarray dask", "download through /zarr/")]
-        lines.append(f"| {row['question']} | " + " | ".join(cells + rel) + " |")
-    rss = sec["peak_rss"]
-    lines += ["", f"zarrd's peak RSS: cold {rss['zarrd cold'] / 1e6:.0f} MB, warm {rss['zarrd warm'] / 1e6:.0f} MB "
-              f"(the warm one caches the {sec['dataset_bytes'] / 1e6:.0f} MB dataset)."]
-    return lines
