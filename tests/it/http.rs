@@ -833,6 +833,21 @@ fn openapi_documents_every_format_and_its_parameters() {
     in_body.sort();
     assert_eq!(in_query, in_query_expected, "the query parameters");
     assert_eq!(in_body, read_or_format, "the body's properties");
+    // Each format's media type is a documented answer, or a contract
+    // checker rejects the answer as undocumented.
+    let mut documented: Vec<String> = doc["components"]["responses"]["Data"]["content"]
+        .as_mapping()
+        .unwrap()
+        .keys()
+        .map(|k| k.as_str().unwrap().to_string())
+        .collect();
+    documented.sort();
+    let mut served: Vec<String> = FORMATS
+        .iter()
+        .map(|f| f.content_type().to_string())
+        .collect();
+    served.sort();
+    assert_eq!(documented, served, "the media types of the answers");
 }
 
 #[tokio::test]
