@@ -16,7 +16,9 @@ tiles, raw from shards vs nginx and as REST slices vs Tiled), growth (time
 against selection size, requests/s against connections, plotted), scaleout
 (1-3 replicas behind HAProxy, round robin vs hashing by array), virtual
 (a NetCDF file's kerchunk and VirtualiZarr references and Icechunk
-repositories vs the same array as plain Zarr, and vs xarray in-process).
+repositories vs the same array as plain Zarr, and vs xarray in-process),
+protocols (HTTP/2 vs HTTP/1.1 over TLS), reductions (server-side means vs
+xarray), scaling (speed against the cores the servers are pinned to).
 """
 
 import argparse
@@ -39,6 +41,7 @@ import report
 import scaleout
 import protocols
 import reductions
+import scaling
 import viewport
 import virtual
 from common import (mb, read_tensorstore, read_zarr_python, select_param, static_slice,
@@ -513,7 +516,8 @@ def section_writes(ctx):
 SECTIONS = {"raw": section_raw, "clients": section_clients, "slicing": section_slicing,
             "peers": section_peers, "memory": section_memory, "writes": section_writes,
             "viewport": viewport.section, "growth": growth.section, "scaleout": scaleout.section,
-            "virtual": virtual.section, "protocols": protocols.section, "reductions": reductions.section}
+            "virtual": virtual.section, "protocols": protocols.section, "reductions": reductions.section,
+            "scaling": scaling.section}
 
 
 def main():

@@ -48,17 +48,25 @@ def _seconds(text):
     return float(value) * _UNITS[unit]
 
 
-def wrk(url, connections, seconds, headers=None, response_bytes=None):
+def wrk(url, connections, seconds, headers=None, response_bytes=None, cpus=None, threads=2, script=None):
     """Keep-alive load from wrk: requests/s, MB/s and latency percentiles.
 
     MB/s is requests/s times the known response size (wrk's own transfer
-    figure counts headers too, in binary units)."""
-    argv = ["wrk", "--latency", "-t", str(min(2, connections)), "-c", str(connections), "-d", f"{max(1, round(seconds))}s"]
+    figure counts headers too, in binary units). `cpus`: the cores wrk runs
+    on; `script`: a Lua file that makes each request."""
+    argv = ["taskset", "-c", ",".join(map(str, cpus))] if cpus else []
+    # A generous timeout: a slow answer is counted late rather than dropped.
+    argv += ["wrk", "--latency", "--timeout", "30s", "-t", str(min(threads, connections)), "-c", str(connections),
+             "-d", f"{max(1, round(seconds))}s"]
+    if script:
+        argv += ["-s", script]
     for name, value in (headers or {}).items():
         argv += ["-H", f"{name}: {value}"]
     out = subprocess.run(argv + [url], check=True, capture_output=True, text=True).stdout
     rps = float(re.search(r"Requests/sec:\s+([\d.]+)", out).group(1))
-    latency = dict(re.findall(r"^\s+(50|99)%\s+(\S+)$", out, re.M))
+    latency = dict(re.findall(r"^\s+(50|99)%\s+(\S+)\s*$", out, re.M))
+    if set(latency) != {"50", "99"}:
+        raise RuntimeError(f"wrk printed no latency percentiles for {url}:\n{out[-1500:]}")
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
     if errors:
         raise RuntimeError(f"wrk saw {errors.group(1)} error responses from {url}")

@@ -22,6 +22,11 @@ OUT = os.environ.get("ZARRD_BENCH_OUT") or os.path.join(HERE, "out")
 VENVS = os.path.join(HERE, "out", "venvs")
 
 
+def pinned(cpus):
+    """The argv prefix that runs a command on the cores `cpus` only."""
+    return ["taskset", "-c", ",".join(map(str, cpus))] if cpus else []
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -128,17 +133,28 @@ class Server:
 class Zarrd(Server):
     name = "zarrd"
 
-    def __init__(self, root, *args):
+    def __init__(self, root, *args, cpus=None, log=None):
+        """`cpus`: the cores it may run on (taskset); `log`: a file for its
+        default logging, access log included (otherwise warnings only)."""
         super().__init__()
-        self.root, self.args = root, args
+        self.root, self.args, self.cpus, self.log = root, args, cpus, log
 
     def start(self):
         # The release build unless ZARRD_BIN names another (the harness's own test uses the debug build).
         binary = os.environ.get("ZARRD_BIN") or os.path.join(REPO, "target", "release", "zarrd")
-        # Access logs off, as for nginx below: both log warnings and errors only.
-        self.proc = subprocess.Popen([binary, "serve", "--listen", "127.0.0.1:0", self.root, *self.args],
-                                     stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                                     env={**os.environ, "ZARRD_LOG": "warn"}, start_new_session=True)
+        env = {k: v for k, v in os.environ.items() if k != "ZARRD_LOG"}
+        if self.log is None:
+            # Access logs off, as for nginx below: both log warnings and errors only.
+            env["ZARRD_LOG"] = "warn"
+            stderr = subprocess.DEVNULL
+        else:
+            stderr = open(self.log, "ab")
+        self.proc = subprocess.Popen(pinned(self.cpus) + [binary, "serve", "--listen", "127.0.0.1:0", self.root,
+                                                          *self.args],
+                                     stdout=subprocess.PIPE, stderr=stderr, text=True, env=env,
+                                     start_new_session=True)
+        if self.log is not None:
+            stderr.close()
         line = self.proc.stdout.readline()
         match = re.search(r"(https?)://127\.0\.0\.1:(\d+)/", line)
         if not match:
@@ -150,7 +166,7 @@ class Zarrd(Server):
 
 NGINX_CONF = """
 daemon off;
-worker_processes auto;
+worker_processes {workers};
 pid {out}/nginx.pid;
 error_log {out}/nginx-error.log warn;
 {user}
@@ -182,9 +198,9 @@ class Nginx(Server):
 
     name = "nginx"
 
-    def __init__(self, root, static=None, open_file_cache=True):
+    def __init__(self, root, static=None, open_file_cache=True, cpus=None):
         super().__init__()
-        self.root, self.static, self.open_file_cache = root, static, open_file_cache
+        self.root, self.static, self.open_file_cache, self.cpus = root, static, open_file_cache, cpus
 
     def start(self):
         port = free_port()
@@ -198,9 +214,9 @@ class Nginx(Server):
             cache = ("    open_file_cache max=10000 inactive=60s;\n    open_file_cache_valid 60s;\n"
                      if self.open_file_cache else "")
             f.write(NGINX_CONF.format(out=OUT, port=port, root=self.root, user=user, static=static,
-                                      open_file_cache=cache))
+                                      open_file_cache=cache, workers=len(self.cpus) if self.cpus else "auto"))
         binary = "/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else "nginx"
-        self._spawn([binary, "-c", conf, "-e", os.path.join(OUT, "nginx-error.log")], "nginx")
+        self._spawn(pinned(self.cpus) + [binary, "-c", conf, "-e", os.path.join(OUT, "nginx-error.log")], "nginx")
         self.url = f"http://127.0.0.1:{port}"
         wait_http(self.url + "/zarr/")
         return self

@@ -7,7 +7,10 @@ same run; also HTTP/1.1 on the six connections per host browsers allow.
 zarrd is warm (the view was shown once) so that the figure is the
 protocol's, and cold (`--cache-size 0`). httpx's HTTP/2 (the h2 package)
 advertises 64 KiB stream windows and runs in Python: the figures bound
-what a client like it gets, not a browser's native stack."""
+what a client like it gets, not a browser's native stack. So the same view
+is also fetched by Chromium (Playwright) from a page of zarrd's origin,
+with HTTP/2 and with HTTP/2 disabled (HTTP/1.1 on the browser's six
+connections per host), alternated, every body checked by its SHA-256."""
 
 import datetime
 import ipaddress
@@ -21,6 +24,42 @@ import viewport
 from procs import OUT, Zarrd
 
 BROWSER_CONNECTIONS = 6
+CHROMIUM = os.environ.get("ZARRD_CHROMIUM", "/usr/bin/chromium")
+
+# The view's requests made by the page: `IN_FLIGHT` at once, bodies taken
+# whole, timed from the first request to the last body; the browser's cache
+# is bypassed so that every run asks the server. Resolves to the seconds,
+# each body's SHA-256 (hex, taken after the clock stopped) and the protocols
+# the requests went over.
+FETCH_VIEW_JS = """
+async ([phases, inFlight]) => {
+  performance.clearResourceTimings();
+  performance.setResourceTimingBufferSize(100000);
+  const bodies = [];
+  const start = performance.now();
+  for (const requests of phases) {
+    let next = 0;
+    const worker = async () => {
+      while (next < requests.length) {
+        const i = next++;
+        const [url, range] = requests[i];
+        const r = await fetch(url, {cache: "no-store", headers: range ? {Range: range} : {}});
+        if (r.status !== 200 && r.status !== 206) throw new Error(`GET ${url}: ${r.status}`);
+        bodies.push([url + " " + range, await r.arrayBuffer()]);
+      }
+    };
+    await Promise.all(Array.from({length: inFlight}, worker));
+  }
+  const seconds = (performance.now() - start) / 1000;
+  const digests = {};
+  for (const [key, body] of bodies) {
+    const d = new Uint8Array(await crypto.subtle.digest("SHA-256", body));
+    digests[key] = Array.from(d, b => b.toString(16).padStart(2, "0")).join("");
+  }
+  const protocols = [...new Set(performance.getEntriesByType("resource").map(e => e.nextHopProtocol))];
+  return {seconds, digests, protocols};
+}
+"""
 
 
 class HttpxPool:
@@ -68,6 +107,109 @@ class HttpxPool:
         self.run(self.client.aclose())
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join()
+
+
+def get_tls(url, rng, cert):
+    """One GET over HTTPS trusting `cert`: the body."""
+    import ssl
+    import urllib.request
+    request = urllib.request.Request(url, headers={"Range": rng} if rng else {})
+    with urllib.request.urlopen(request, context=ssl.create_default_context(cafile=cert)) as response:
+        return response.read()
+
+
+def view_requests(ctx, base, layout, origin, form, cert):
+    """The view's requests in their phases, each (url, Range or ""): raw,
+    the shards' indexes and then their inner chunks (the ranges read from
+    the indexes here, beforehand: the page fetches, it does not decode);
+    REST, one slice per tile."""
+    if form == "REST slices":
+        return [[(viewport.zarrd_tile_url(base, f"{viewport.LAYOUT}.zarr", sel), "")
+                 for sel in viewport.tile_selections(ctx, origin)]]
+    view, _ = viewport.geometry(ctx.n)
+    r0, c0 = origin
+    r1, c1 = min(r0 + view, ctx.n), min(c0 + view, ctx.n)
+    url = f"{base}/zarr/{layout.layout}.zarr/"
+    shards = layout.shards_under(r0, r1, c0, c1)
+    indexes, chunks = [], []
+    (s0, s1), (i0, i1) = layout.shard, layout.inner
+    for si, sj in shards:
+        key = url + layout.shard_key(si, sj)
+        suffix = f"bytes=-{layout.index_bytes}"
+        indexes.append((key, suffix))
+        index = layout.parse_index(get_tls(key, suffix, cert))
+        for a in range(layout.per_shard[0]):
+            for b in range(layout.per_shard[1]):
+                g0, g1 = si * s0 + a * i0, sj * s1 + b * i1
+                offset, nbytes = (int(v) for v in index[a, b])
+                under = max(g0, r0) < min(g0 + i0, r1) and max(g1, c0) < min(g1 + i1, c1)
+                if under and offset != viewport.EMPTY:
+                    chunks.append((key, f"bytes={offset}-{offset + nbytes - 1}"))
+    return [indexes, chunks]
+
+
+class Browser:
+    """Chromium driven by Playwright, on a page of the server's origin, with
+    HTTP/2 or (`--disable-http2`) HTTP/1.1 and its six connections per host."""
+
+    def __init__(self, playwright, http2):
+        args = ["--no-sandbox"] + ([] if http2 else ["--disable-http2"])
+        self.browser = playwright.chromium.launch(executable_path=CHROMIUM, args=args)
+        self.page = self.browser.new_context(ignore_https_errors=True).new_page()
+        self.protocols = set()
+
+    def view(self, base, phases, expected):
+        if not self.page.url.startswith(base):
+            self.page.goto(base + "/healthz")
+        got = self.page.evaluate(FETCH_VIEW_JS, [phases, viewport.IN_FLIGHT])
+        if got["digests"] != expected:
+            raise AssertionError(f"the browser got other bytes from {base} than the server sends")
+        self.protocols.update(got["protocols"])
+        return {"seconds": got["seconds"]}
+
+    def close(self):
+        self.browser.close()
+
+
+def digests(phases, cert):
+    """What each of the view's requests answers, as the page keys it."""
+    import hashlib
+    return {f"{url} {rng}": hashlib.sha256(get_tls(url, rng, cert)).hexdigest()
+            for url, rng in (r for phase in phases for r in phase)}
+
+
+def browser_rows(ctx, cert, servers, layout, origin):
+    """The view in Chromium over HTTP/2 and over HTTP/1.1, alternated."""
+    if not os.path.exists(CHROMIUM):
+        return [], f"no Chromium at {CHROMIUM}"
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        return [], "Playwright is not installed"
+    rows = []
+    with sync_playwright() as p:
+        browsers = {"HTTP/1.1": Browser(p, http2=False), "HTTP/2": Browser(p, http2=True)}
+        try:
+            for form in ("raw", "REST slices"):
+                contenders = {}
+                for state, server in servers.items():
+                    phases = view_requests(ctx, server.url, layout, origin, form, cert)
+                    expected = digests(phases, cert)
+                    for protocol, browser in browsers.items():
+                        contenders[f"zarrd {state}, {protocol}"] = (
+                            lambda b=browser, u=server.url, ph=phases, e=expected: b.view(u, ph, e))
+                for run in contenders.values():
+                    run()   # once untimed: the connections, and zarrd warm's cache
+                res = measure.alternate(contenders, ctx.args.reps)
+                rows.append({"form": form, **res})
+                print("protocols, Chromium", form, report.brief(res, "seconds"))
+            spoken = {name: sorted(b.protocols) for name, b in browsers.items()}
+        finally:
+            for b in browsers.values():
+                b.close()
+    if spoken != {"HTTP/1.1": ["http/1.1"], "HTTP/2": ["h2"]}:
+        raise AssertionError(f"Chromium spoke {spoken}")
+    return rows, None
 
 
 def self_signed(directory):
@@ -121,6 +263,7 @@ def section(ctx):
                 res = measure.alternate(contenders, ctx.args.reps)
                 rows.append({"form": form, **res})
                 print("protocols", form, report.brief(res, "seconds"))
+            browser, skipped = browser_rows(ctx, cert, {"warm": warm, "cold": cold}, layout, origin)
             rss = {"zarrd warm": warm.peak_rss(), "zarrd cold": cold.peak_rss()}
         versions = {name: sorted(pool.versions) for name, pool in pools.items()}
     finally:
@@ -129,4 +272,8 @@ def section(ctx):
     # Each client spoke the protocol it is named for, or the figures mean nothing.
     if versions != {"HTTP/1.1": ["HTTP/1.1"], "HTTP/2": ["HTTP/2"], "HTTP/1.1, 6 connections": ["HTTP/1.1"]}:
         raise AssertionError(f"protocols spoken: {versions}")
-    return {"rows": rows, "errors": errors, "in_flight": viewport.IN_FLIGHT, "versions": versions, "peak_rss": rss}
+    sec = {"rows": rows, "errors": errors, "in_flight": viewport.IN_FLIGHT, "versions": versions, "peak_rss": rss,
+           "browser": browser}
+    if skipped:
+        sec["browser_skipped"] = skipped
+    return sec

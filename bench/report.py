@@ -301,6 +301,20 @@ def protocols_table(sec):
                          f"{speed(h2['seconds'], six['seconds']) if six else '-'} |")
     for name, err in sec.get("errors", {}).items():
         lines.append(f"- {name}: {err}")
+    lines += ["", f"The same view in Chromium (Playwright), fetched by a page of zarrd's origin with {sec['in_flight']} "
+              "requests in flight (the page fetches the tiles' bytes; it does not decode or draw them): HTTP/2 "
+              "against HTTP/1.1 on the browser's six connections per host (`--disable-http2`). Target: HTTP/2 at "
+              "least 1.0x.", ""]
+    if sec.get("browser"):
+        lines += ["| form | zarrd | HTTP/1.1 s | HTTP/2 s | HTTP/2 vs HTTP/1.1 |", "|---|---|---|---|---|"]
+        for row in sec["browser"]:
+            for state in ("warm", "cold"):
+                h1, h2 = row[f"zarrd {state}, HTTP/1.1"], row[f"zarrd {state}, HTTP/2"]
+                lines.append(f"| {row['form']} | {state} | {fmt(h1['seconds'], digits=3)} | "
+                             f"{fmt(h2['seconds'], digits=3)} | "
+                             f"{verdict(ratio(h1['seconds'], h2['seconds']), 1.0)} |")
+    else:
+        lines.append(f"Not measured: {sec.get('browser_skipped', 'not run')}.")
     return lines
 
 
@@ -335,6 +349,62 @@ def reductions_table(sec):
     return lines
 
 
+# The targets of the scaling section (ratios at 16 cores; at fewer cores
+# they are shown for comparison).
+SCALING_TARGETS = {"metadata": 0.9, "range_64k": 1.0, "chunk": 1.2, "slice_256": 0.9}
+
+
+def scaling_tables(sec):
+    runs = sec["runs"]
+    lines = [f"{sec['machine_cores']} cores. zarrd and nginx pinned to the first N cores, wrk (and the client of the "
+             "cold reads) on the others, sharing them where there are none; TensorStore in-process pinned to the same "
+             "N cores with its thread pools limited to N. Requests/s: zarrd with logging off, zarrd with its default "
+             "access log written to a file, nginx (access log off). The targets are the issue's for 16 cores.", ""]
+    if any(r["requests"] for r in runs):
+        lines += ["| cores | target | conns | zarrd req/s | zarrd, access log req/s | nginx req/s | zarrd / nginx | "
+                  "access log's cost |", "|---|---|---|---|---|---|---|---|"]
+        for r in runs:
+            for row in r["requests"]:
+                z, logged = row["zarrd"]["requests_per_s"], row["zarrd, access log"]["requests_per_s"]
+                ng = row.get("nginx", {}).get("requests_per_s")
+                cost = 1 - logged["median"] / z["median"]
+                versus = verdict(ratio(z, ng), SCALING_TARGETS[row["target"]]) if ng else "-"
+                lines.append(f"| {r['cores']} | {row['target']} | {row['connections']} | {fmt(z, digits=0)} | "
+                             f"{fmt(logged, digits=0)} | {fmt(ng, digits=0) if ng else '-'} | {versus} | "
+                             f"{cost * 100:.1f}% {'met' if cost <= 0.05 else '**missed** (target 5%)'} |")
+        first, last = runs[0], runs[-1]
+        if last["cores"] > first["cores"]:
+            lines += ["", f"Speed-up from {first['cores']} to {last['cores']} cores (requests/s at {last['cores']} over "
+                      f"at {first['cores']}; contention on shared state shows as zarrd's falling behind nginx's):", "",
+                      "| target | conns | zarrd | zarrd, access log | nginx |", "|---|---|---|---|---|"]
+            for a, b in zip(first["requests"], last["requests"]):
+                cells = [f"{b[w]['requests_per_s']['median'] / a[w]['requests_per_s']['median']:.2f}x"
+                         if w in a and w in b else "-" for w in ("zarrd", "zarrd, access log", "nginx")]
+                lines.append(f"| {a['target']} | {a['connections']} | " + " | ".join(cells) + " |")
+    else:
+        lines.append(f"Requests/s not measured: {sec.get('requests_skipped', 'wrk missing')}.")
+    lines += ["", "Cold reads (`--cache-size 0`, `.npy` into the client's memory) vs TensorStore in-process "
+              "(chunk cache off); ratio: TensorStore's seconds over zarrd's (target 1.0x for a window, 0.8x whole).", "",
+              "| cores | layout | selection | zarrd s | TensorStore s | zarrd vs TensorStore |", "|---|---|---|---|---|---|"]
+    for r in runs:
+        for row in r["cold"]:
+            z, t = row["zarrd cold"]["seconds"], row["tensorstore"]["seconds"]
+            target = 1.0 if row["selection"] == "window" else 0.8
+            lines.append(f"| {r['cores']} | {row['layout']} | {row['selection']} | {fmt(z, digits=4)} | "
+                         f"{fmt(t, digits=4)} | {verdict(ratio(z, t, higher_is_better=False), target)} |")
+    if any(r["random"] for r in runs):
+        lines += ["", f"Cold random {runs[0]['random'][0]['side']}² windows at 32 connections (wrk) vs TensorStore "
+                  "in-process from 32 threads, windows/s (target 1.5x):", "",
+                  "| cores | layout | zarrd | TensorStore | zarrd / TensorStore |", "|---|---|---|---|---|"]
+        for r in runs:
+            for row in r["random"]:
+                z, t = row["zarrd cold"]["windows_per_s"], row["tensorstore"]["windows_per_s"]
+                lines.append(f"| {r['cores']} | {row['layout']} | {fmt(z, digits=0)} | {fmt(t, digits=0)} | "
+                             f"{verdict(ratio(z, t), 1.5)} |")
+    lines += ["", f"![requests/s and cold windows against cores]({sec['plot']})"]
+    return lines
+
+
 TITLES = {
     "raw": ("1. Raw keys: zarrd vs nginx (wrk)", raw_table),
     "clients": ("2. Clients through zarrd's /zarr/ vs through nginx (client-side decoding)", clients_table),
@@ -348,6 +418,7 @@ TITLES = {
     "virtual": ("10. Reference sets and Icechunk vs plain Zarr, and xarray on the NetCDF file", virtual_tables),
     "protocols": ("11. The viewer's view over HTTP/2 vs HTTP/1.1 (TLS)", protocols_table),
     "reductions": ("12. Reductions on the server vs xarray in a notebook", reductions_table),
+    "scaling": ("13. Speed against cores: zarrd vs nginx and TensorStore", scaling_tables),
 }
 
 

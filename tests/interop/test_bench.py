@@ -29,7 +29,7 @@ def test_bench_harness_runs_and_reports(tmp_path):
     env = {**os.environ, "ZARRD_BENCH_OUT": str(tmp_path / "work")}
     result = subprocess.run([sys.executable, BENCH, "--size", "512", "--reps", "1", "--seconds", "1",
                              "--cache-size", "64MiB", "--replicas", "1,2",
-                             "--only", "slicing,memory,writes,viewport,growth,scaleout,virtual,protocols,reductions",
+                             "--only", "slicing,memory,writes,viewport,growth,scaleout,virtual,protocols,reductions,scaling",
                              "--results", str(tmp_path)],
                             capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -75,6 +75,30 @@ def test_bench_harness_runs_and_reports(tmp_path):
     for row in protocols["rows"]:
         for who in ("zarrd warm, HTTP/1.1", "zarrd warm, HTTP/2", "zarrd cold, HTTP/1.1", "zarrd cold, HTTP/2"):
             assert row[who]["seconds"]["median"] > 0, (who, row)
+
+    # The same view in Chromium, HTTP/2 against HTTP/1.1 (scripts/test installs Chromium).
+    if os.path.exists(os.environ.get("ZARRD_CHROMIUM", "/usr/bin/chromium")):
+        assert [r["form"] for r in protocols["browser"]] == ["raw", "REST slices"]
+        for row in protocols["browser"]:
+            for who in ("zarrd warm, HTTP/1.1", "zarrd warm, HTTP/2", "zarrd cold, HTTP/1.1", "zarrd cold, HTTP/2"):
+                assert row[who]["seconds"]["median"] > 0, (who, row)
+
+    # Speed against cores: 1 and 2 on a machine of two or more; wrk's half only where wrk is.
+    scaling = results["sections"]["scaling"]
+    runs = scaling["runs"]
+    assert [r["cores"] for r in runs] == [n for n in (1, 2, 4, 8, 16) if n <= len(os.sched_getaffinity(0))]
+    for run in runs:
+        assert {(r["layout"], r["selection"]) for r in run["cold"]} == {
+            ("v2_blosc", "window"), ("v3_zstd", "window"), ("v3_sharded", "window"), ("v3_zstd", "whole")}
+        for row in run["cold"]:
+            assert row["zarrd cold"]["seconds"]["median"] > 0 and row["tensorstore"]["seconds"]["median"] > 0
+        if shutil.which("wrk"):
+            assert {(r["target"], r["connections"]) for r in run["requests"]} == {
+                (t, c) for t in ("metadata", "range_64k", "chunk", "slice_256") for c in (64, 256)}
+            assert [r["layout"] for r in run["random"]] == ["v2_blosc", "v3_zstd", "v3_sharded"]
+        else:
+            assert run["requests"] == [] and scaling["requests_skipped"]
+    assert (tmp_path / scaling["plot"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     # How cost grows: selections capped at the array's side; wrk's half only where wrk is.
     growth = results["sections"]["growth"]
