@@ -7,6 +7,8 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
+use crate::per_thread::PerThread;
+
 /// Latency buckets in seconds.
 const BUCKETS: [f64; 12] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 10.0,
@@ -28,10 +30,25 @@ pub static CHUNKS_ENCODED: AtomicU64 = AtomicU64::new(0);
 pub static STORE_ERRORS: AtomicU64 = AtomicU64::new(0);
 pub static LOAD_SHED: AtomicU64 = AtomicU64::new(0);
 
-/// Per-route request metrics.
+impl RouteStats {
+    fn merge(&mut self, other: &RouteStats) {
+        for (key, n) in &other.requests {
+            *self.requests.entry(*key).or_default() += n;
+        }
+        for (mine, theirs) in self.buckets.iter_mut().zip(&other.buckets) {
+            *mine += theirs;
+        }
+        self.count += other.count;
+        self.sum_seconds += other.sum_seconds;
+        self.bytes += other.bytes;
+    }
+}
+
+/// Per-route request metrics, counted per thread (one lock every request
+/// took was a line all cores passed around) and summed when rendered.
 #[derive(Debug, Default)]
 pub struct Metrics {
-    routes: Mutex<BTreeMap<String, RouteStats>>,
+    routes: PerThread<Mutex<BTreeMap<String, RouteStats>>>,
 }
 
 fn escape(v: &str) -> String {
@@ -49,7 +66,11 @@ impl Metrics {
         seconds: f64,
         bytes: u64,
     ) {
-        let mut routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        let mut routes = self
+            .routes
+            .local()
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
         // Look up before inserting: no allocation on the hot path once a route was seen.
         if !routes.contains_key(route) {
             routes.insert(route.to_string(), RouteStats::default());
@@ -76,7 +97,13 @@ impl Metrics {
     /// The exposition text; `extra` are (name, help, kind, value) gauges and counters.
     pub fn render(&self, extra: &[(&str, &str, &str, f64)]) -> String {
         let mut out = String::new();
-        let routes = self.routes.lock().unwrap_or_else(|p| p.into_inner());
+        let mut routes: BTreeMap<String, RouteStats> = BTreeMap::new();
+        for copy in self.routes.all() {
+            let copy = copy.lock().unwrap_or_else(|p| p.into_inner());
+            for (route, stats) in copy.iter() {
+                routes.entry(route.clone()).or_default().merge(stats);
+            }
+        }
         out.push_str("# HELP zarrd_http_requests_total HTTP requests by route, method and status.\n# TYPE zarrd_http_requests_total counter\n");
         for (route, r) in routes.iter() {
             for ((method, status), n) in &r.requests {
@@ -151,5 +178,27 @@ mod tests {
         assert!(text.contains("zarrd_http_request_duration_seconds_count{route=\"/zarr/{key}\"} 2"));
         assert!(text.contains("zarrd_http_response_bytes_total{route=\"/zarr/{key}\"} 150"));
         assert!(text.contains("# TYPE zarrd_cache_hits_total counter\nzarrd_cache_hits_total 3"));
+    }
+
+    #[test]
+    fn counts_from_every_thread_are_summed() {
+        let m = std::sync::Arc::new(Metrics::default());
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let m = m.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..10 {
+                        m.observe("/r", "GET", 200, 0.002, 3);
+                    }
+                })
+            })
+            .collect();
+        threads.into_iter().for_each(|t| t.join().unwrap());
+        let text = m.render(&[]);
+        assert!(text
+            .contains("zarrd_http_requests_total{route=\"/r\",method=\"GET\",status=\"200\"} 40"));
+        assert!(text
+            .contains("zarrd_http_request_duration_seconds_bucket{route=\"/r\",le=\"0.0025\"} 40"));
+        assert!(text.contains("zarrd_http_response_bytes_total{route=\"/r\"} 120"));
     }
 }

@@ -25,7 +25,7 @@ pub struct Shared {
     pub auth: Arc<Auth>,
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Permits for requests in flight (`--max-concurrency`).
-    pub in_flight: Arc<tokio::sync::Semaphore>,
+    pub in_flight: Arc<crate::http::middleware::limits::InFlight>,
     /// Permits for watchers (`/api/v1/watch`).
     pub watchers: Arc<tokio::sync::Semaphore>,
     /// Set when the server begins to shut down: watches end then, as
@@ -63,7 +63,7 @@ impl AppState {
                 "the memory budget is raised to its smallest size"
             );
         }
-        let in_flight = Arc::new(tokio::sync::Semaphore::new(config.max_concurrency));
+        let in_flight = crate::http::middleware::limits::InFlight::new(config.max_concurrency);
         let previews = crate::http::output::thumbnail::Previews::new(config.recheck_cached);
         // Tokens were validated when the configuration was resolved; should
         // they not be, nothing anonymous is allowed.

@@ -1,5 +1,6 @@
 //! Load shedding, timeouts and per-route request metrics.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -35,7 +36,7 @@ where
         .extensions()
         .get::<Arc<crate::http::server::idle::Activity>>()
         .cloned();
-    let Ok(permit) = state.in_flight.clone().try_acquire_owned() else {
+    let Some(permit) = InFlight::take(&state.in_flight) else {
         crate::metrics::count(&crate::metrics::LOAD_SHED);
         let mut r = ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -76,7 +77,49 @@ where
     }
 }
 
-type Held = Keeping<tokio::sync::OwnedSemaphorePermit>;
+type Held = Keeping<Place>;
+
+/// Requests in flight, against `--max-concurrency`. Nothing ever waits for
+/// a place (a request over the limit is refused at once), so a counter is
+/// enough: a semaphore took a lock on every release that all cores shared.
+#[derive(Debug)]
+pub struct InFlight {
+    count: AtomicUsize,
+    most: usize,
+}
+
+/// One request's place in flight, given back when dropped.
+pub struct Place(Arc<InFlight>);
+
+impl InFlight {
+    pub fn new(most: usize) -> Arc<Self> {
+        Arc::new(InFlight {
+            count: AtomicUsize::new(0),
+            most,
+        })
+    }
+
+    /// A place, `None` when all are taken.
+    pub fn take(this: &Arc<Self>) -> Option<Place> {
+        let before = this.count.fetch_add(1, Ordering::Acquire);
+        if before >= this.most {
+            this.count.fetch_sub(1, Ordering::Release);
+            return None;
+        }
+        Some(Place(this.clone()))
+    }
+
+    /// Requests in flight now.
+    pub fn current(&self) -> usize {
+        self.count.load(Ordering::Relaxed)
+    }
+}
+
+impl Drop for Place {
+    fn drop(&mut self) {
+        self.0.count.fetch_sub(1, Ordering::Release);
+    }
+}
 
 /// Count requests, latency and bytes per matched route.
 pub async fn observe<Fut>(
@@ -214,4 +257,25 @@ fn header_bytes(request: &Request) -> u64 {
         .map(|(name, value)| name.as_str().len() + value.len() + 4)
         .sum();
     (target + fields) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn places_in_flight_are_limited_and_given_back() {
+        let limit = InFlight::new(2);
+        let a = InFlight::take(&limit).unwrap();
+        let b = InFlight::take(&limit).unwrap();
+        assert!(
+            InFlight::take(&limit).is_none(),
+            "a third request over a limit of two"
+        );
+        assert_eq!(limit.current(), 2);
+        drop(a);
+        let c = InFlight::take(&limit).unwrap();
+        drop((b, c));
+        assert_eq!(limit.current(), 0);
+    }
 }

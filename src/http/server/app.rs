@@ -161,11 +161,11 @@ fn trim_api_slash(mut request: Request) -> Request {
 }
 
 /// Request ids for requests that come without one: a random per-process
-/// prefix and a counter, unique across replicas without a system call (as a
-/// random UUID per request costs) on every request.
+/// prefix, the thread's number and a counter of that thread's, unique across
+/// replicas without a system call (as a random UUID per request costs) and
+/// without a counter every core increments in turn.
 struct RequestIds {
     prefix: u64,
-    next: std::sync::atomic::AtomicU64,
 }
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -177,14 +177,21 @@ impl RequestIds {
         let prefix = std::collections::hash_map::RandomState::new()
             .build_hasher()
             .finish();
-        RequestIds {
-            prefix,
-            next: Default::default(),
-        }
+        RequestIds { prefix }
     }
 
     fn next(&self) -> HeaderValue {
-        let n = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        thread_local! {
+            static COUNT: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+        }
+        let count = COUNT.with(|c| {
+            let n = c.get();
+            c.set(n.wrapping_add(1));
+            n
+        });
+        // 2^40 ids per thread before one repeats, for 2^24 threads.
+        let thread = crate::per_thread::thread_number() as u64;
+        let n = (thread << 40) | (count & ((1 << 40) - 1));
         let mut id = [0u8; 32];
         let bytes = self.prefix.to_be_bytes();
         for (i, byte) in bytes.iter().chain(&n.to_be_bytes()).enumerate() {
@@ -201,10 +208,15 @@ mod tests {
 
     #[test]
     fn request_ids_are_distinct_hex() {
-        let ids = RequestIds::new();
+        let ids = std::sync::Arc::new(RequestIds::new());
         let (a, b) = (ids.next(), ids.next());
         assert_ne!(a, b);
-        for id in [a, b] {
+        let other = {
+            let ids = ids.clone();
+            std::thread::spawn(move || ids.next()).join().unwrap()
+        };
+        assert!(other != a && other != b, "another thread's ids differ");
+        for id in [a, b, other] {
             let text = id.to_str().unwrap();
             assert_eq!(text.len(), 32);
             assert!(text.bytes().all(|c| c.is_ascii_hexdigit()));

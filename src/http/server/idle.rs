@@ -214,7 +214,7 @@ impl<const N: usize> Pieces<N> {
 }
 
 /// A response body holding its request's place among those in flight.
-type Held = Keeping<tokio::sync::OwnedSemaphorePermit>;
+type Held = Keeping<crate::http::middleware::limits::Place>;
 
 /// An HTTP/2 response body whose connection is closed once its client
 /// has taken none of it for `timeout`, as `socket::ClientSocket` closes an
