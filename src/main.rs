@@ -1,8 +1,11 @@
 //! The `zarrd` command line: parse, build the configuration, run.
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use std::sync::Arc;
 use zarrd::config::{Config, LogFormat, ServeArgs};
+
 use zarrd::http::{serve, AppState};
+use zarrd::logging::{Lines, Writer};
 use zarrd::store::Store;
 
 #[derive(Parser)]
@@ -18,16 +21,19 @@ enum Command {
     Serve(ServeArgs),
 }
 
-fn init_logging(format: LogFormat) {
+/// Logging to standard error; the lines are flushed once more on return.
+fn init_logging(format: LogFormat) -> Arc<Lines<std::io::Stderr>> {
     let filter = tracing_subscriber::EnvFilter::try_from_env("ZARRD_LOG")
         .unwrap_or_else(|_| "zarrd=info,tower_http=info".into());
+    let lines = Lines::stderr();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(Writer(lines.clone()));
     match format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),
     }
+    lines
 }
 
 // glibc's malloc kept freed multi-megabyte chunk buffers in per-thread
@@ -49,7 +55,7 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::from(2);
         }
     };
-    init_logging(config.log_format);
+    let lines = init_logging(config.log_format);
     raise_file_limit();
     // Decoding, drawing and building large answers run on rayon's threads,
     // a little below the threads that answer requests: when the cores are
@@ -71,7 +77,9 @@ fn main() -> std::process::ExitCode {
             return std::process::ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(config)) {
+    let outcome = runtime.block_on(run(config));
+    lines.flush();
+    match outcome {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("zarrd: {e}");
