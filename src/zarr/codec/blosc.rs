@@ -68,9 +68,17 @@ pub fn cbuffer_sizes(src: &[u8]) -> Result<(usize, usize, usize)> {
     Ok((n, cbytes, block))
 }
 
+/// Decoded bytes from which one buffer's blocks are decoded on several
+/// threads: one request for a window over a few large chunks then uses
+/// every core, not one per chunk.
+const PARALLEL_BYTES: usize = 1 << 20;
+
 /// Decompress a Blosc buffer with a private context.
 pub fn decompress(src: &[u8]) -> Result<Vec<u8>> {
     let (nbytes, _, _) = cbuffer_sizes(src)?;
+    if let Some(parts) = Parts::of(src, nbytes) {
+        return parts.items(src, 0, nbytes / parts.typesize);
+    }
     // Not zeroed first: for a multi-megabyte chunk that costs as much as the
     // decompression. Only the bytes Blosc reports written become visible.
     let mut out: Vec<u8> = Vec::with_capacity(nbytes);
@@ -121,6 +129,92 @@ fn stored_typesize(src: &[u8]) -> usize {
         blosc_src::blosc_cbuffer_metainfo(src.as_ptr() as *const c_void, &mut typesize, &mut flags)
     };
     typesize
+}
+
+/// How a large buffer is decoded in parts, a run of whole blocks each, by
+/// `blosc_getitem` on the decoding pool's threads (c-blosc's own threads
+/// would be started and joined for every buffer).
+struct Parts {
+    typesize: usize,
+    blocksize: usize,
+    nbytes: usize,
+}
+
+impl Parts {
+    /// `None` where one thread should decode it: small buffers, a pool of
+    /// one thread, and what getitem reads less carefully than a whole
+    /// decode (see [`BloscCodec::decode_range`]) or needs no decoding.
+    fn of(src: &[u8], nbytes: usize) -> Option<Parts> {
+        let (typesize, flags) = (stored_typesize(src), c_int::from(src[2]));
+        let blocksize = u32::from_le_bytes([src[8], src[9], src[10], src[11]]) as usize;
+        let usable = nbytes >= PARALLEL_BYTES
+            && rayon::current_num_threads() > 1
+            && typesize > 0
+            && blocksize > 0
+            && flags & (RESERVED | MEMCPYED) == 0
+            && blocksize.is_multiple_of(typesize)
+            && nbytes.is_multiple_of(typesize)
+            && nbytes > blocksize;
+        usable.then_some(Parts {
+            typesize,
+            blocksize,
+            nbytes,
+        })
+    }
+
+    /// Items `start..start + nitems`, the blocks holding them decoded in
+    /// parallel runs into one buffer.
+    fn items(&self, src: &[u8], start: usize, nitems: usize) -> Result<Vec<u8>> {
+        use rayon::prelude::*;
+        let (first, len) = (start * self.typesize, nitems * self.typesize);
+        if len < PARALLEL_BYTES || first + len > self.nbytes {
+            return get_items_checked(src, self.nbytes, start, nitems, self.typesize);
+        }
+        // Runs that end on block boundaries, so no block is decoded twice.
+        let blocks = (first + len).div_ceil(self.blocksize) - first / self.blocksize;
+        let runs = rayon::current_num_threads().min(blocks);
+        let per_run = blocks.div_ceil(runs) * self.blocksize;
+        let mut out: Vec<u8> = Vec::with_capacity(len);
+        // Cut where the array's byte offsets cross a run boundary.
+        let head = (per_run - first % per_run) % per_run;
+        let spare = &mut out.spare_capacity_mut()[..len];
+        let (lead, rest) = spare.split_at_mut(head.min(len));
+        let mut pieces: Vec<(usize, &mut [std::mem::MaybeUninit<u8>])> = Vec::new();
+        let mut at = first + lead.len();
+        if !lead.is_empty() {
+            pieces.push((first, lead));
+        }
+        for piece in rest.chunks_mut(per_run) {
+            let n = piece.len();
+            pieces.push((at, piece));
+            at += n;
+        }
+        pieces.into_par_iter().try_for_each(|(offset, piece)| {
+            let n = piece.len() / self.typesize;
+            let (s, count) = (
+                c_int::try_from(offset / self.typesize).map_err(|_| err("start too large"))?,
+                c_int::try_from(n).map_err(|_| err("too many items"))?,
+            );
+            // SAFETY: `piece` has room for `n` items; getitem writes no more
+            // than the items asked for, which lie inside the validated
+            // buffer (checked above against `nbytes`).
+            let rc = unsafe {
+                blosc_src::blosc_getitem(
+                    src.as_ptr() as *const c_void,
+                    s,
+                    count,
+                    piece.as_mut_ptr() as *mut c_void,
+                )
+            };
+            if rc < 0 || rc as usize != piece.len() {
+                return Err(err(format!("decompression failed (code {rc})")));
+            }
+            Ok(())
+        })?;
+        // SAFETY: every piece of the first `len` bytes was written whole.
+        unsafe { out.set_len(len) };
+        Ok(out)
+    }
 }
 
 /// `get_items` on a buffer already validated to hold `nbytes` bytes.
@@ -336,9 +430,11 @@ impl BytesToBytesCodec for BloscCodec {
             return None;
         }
         let items = range.end.saturating_sub(range.start) / typesize;
-        get_items_checked(bytes, nbytes, range.start / typesize, items, typesize)
-            .ok()
-            .map(Ok)
+        let decoded = match Parts::of(bytes, nbytes) {
+            Some(parts) => parts.items(bytes, range.start / typesize, items),
+            None => get_items_checked(bytes, nbytes, range.start / typesize, items, typesize),
+        };
+        decoded.ok().map(Ok)
     }
 
     fn to_v3(&self) -> Value {
@@ -367,6 +463,35 @@ mod tests {
         assert_eq!(get_items(&packed, 10, 3, 4).unwrap(), data[40..52]);
         assert!(get_items(&packed, 3999, 2, 4).is_err());
         assert!(decompress(&packed[..packed.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn large_buffers_are_decoded_in_parallel_runs_of_blocks() {
+        // 3 MiB of float32 in 64 KiB blocks: 48 blocks, over 4 threads.
+        let data: Vec<u8> = (0..(3u32 << 18))
+            .flat_map(|i| ((i as f32 * 0.01).sin()).to_le_bytes())
+            .collect();
+        let codec = BloscCodec::new("lz4", 5, Shuffle::Byte, 1 << 16, 4).unwrap();
+        let packed = codec.encode(data.clone()).unwrap();
+        let n = data.len();
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(4)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            assert!(Parts::of(&packed, n).is_some());
+            assert_eq!(decompress(&packed).unwrap(), data);
+            // Ranges that start and end inside blocks, and at their edges.
+            for range in [4..(n - 8), (1 << 16)..(n - (1 << 16)), 12..(1 << 20) + 20] {
+                let part = codec
+                    .decode_range(&packed, range.clone(), n)
+                    .unwrap()
+                    .unwrap();
+                assert!(part == data[range.clone()], "range {range:?}");
+            }
+            // A truncated buffer fails as a whole decode does.
+            assert!(decompress(&packed[..packed.len() - 100]).is_err());
+        });
     }
 
     #[test]
