@@ -24,14 +24,18 @@ enum Command {
 /// Logging to standard error; the lines are flushed once more on return.
 fn init_logging(format: LogFormat) -> Arc<Lines<std::io::Stderr>> {
     let filter = tracing_subscriber::EnvFilter::try_from_env("ZARRD_LOG")
-        .unwrap_or_else(|_| "zarrd=info,tower_http=info".into());
+        .unwrap_or_else(|_| "zarrd=info".into());
     let lines = Lines::stderr();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(Writer(lines.clone()));
+    let json = matches!(format, LogFormat::Json);
     match format {
         LogFormat::Json => builder.json().init(),
         LogFormat::Text => builder.init(),
+    }
+    if tracing::enabled!(target: "zarrd::access", tracing::Level::INFO) {
+        zarrd::logging::start_access(lines.clone(), json);
     }
     lines
 }

@@ -73,14 +73,6 @@ impl From<ZarrError> for ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        if self.status.is_server_error() {
-            tracing::error!(
-                status = self.status.as_u16(),
-                code = self.code,
-                "{}",
-                self.message
-            );
-        }
         let body = json!({"error": {"status": self.status.as_u16(), "code": self.code, "message": self.message}});
         let mut response = (self.status, axum::Json(body)).into_response();
         if self.status == StatusCode::NOT_MODIFIED {
@@ -99,7 +91,8 @@ impl IntoResponse for ApiError {
 pub type ApiResult<T> = Result<T, ApiError>;
 
 /// Server errors carry the request's id in their body too, so the client
-/// can quote what an operator finds in the logs (its span names the id).
+/// can quote what an operator finds in the logs: the error's line and the
+/// access log's both name the id.
 pub async fn request_id_in_errors<Fut>(
     request: axum::extract::Request,
     next: impl FnOnce(axum::extract::Request) -> Fut,
@@ -113,7 +106,16 @@ where
         .headers()
         .get(header::CONTENT_TYPE)
         .is_some_and(|t| t.as_bytes().starts_with(b"application/json"));
-    let (Some(id), true, true) = (id, response.status().is_server_error(), json) else {
+    if !response.status().is_server_error() {
+        return response;
+    }
+    let request_id = id.as_ref().and_then(|v| v.to_str().ok()).unwrap_or("");
+    let (Some(id), true) = (id.clone(), json) else {
+        tracing::error!(
+            request_id,
+            status = response.status().as_u16(),
+            "the request failed"
+        );
         return response;
     };
     let (mut parts, body) = response.into_parts();
@@ -128,6 +130,14 @@ where
         Err(_) => return Response::from_parts(parts, axum::body::Body::from(bytes)),
     };
     if let Some(error) = doc.get_mut("error").and_then(|e| e.as_object_mut()) {
+        // Logged here, where the request's id is known (no span carries it).
+        tracing::error!(
+            request_id = id.to_str().unwrap_or_default(),
+            status = parts.status.as_u16(),
+            code = error.get("code").and_then(|c| c.as_str()).unwrap_or(""),
+            "{}",
+            error.get("message").and_then(|m| m.as_str()).unwrap_or("")
+        );
         error.insert("request_id".into(), json!(id.to_str().unwrap_or_default()));
     }
     parts.headers.remove(header::CONTENT_LENGTH);

@@ -22,15 +22,10 @@ pub use routes::ROUTES;
 pub use server::app::App;
 pub use state::AppState;
 
-use axum::extract::{MatchedPath, Request};
 use axum::Router;
 use tower::Layer;
 use tower_http::compression::CompressionLayer;
-use tower_http::trace::{DefaultOnResponse, TraceLayer};
-use tower_http::LatencyUnit;
-use tracing::Level;
 
-use error::X_REQUEST_ID;
 use handlers::fallback::{fallback, method_not_allowed};
 use middleware::{cors::cors, gate};
 use output::compression::{compressible, Compressible};
@@ -47,20 +42,7 @@ pub fn router(state: AppState) -> App {
     for route in ROUTES {
         router = router.route(&route.axum_path(), route.handler());
     }
-    // Applied per route, so the span can name the matched route.
-    let trace = TraceLayer::new_for_http()
-        .make_span_with(|request: &Request| {
-            let route = request.extensions().get::<MatchedPath>().map_or("(none)", |m| m.as_str());
-            let id = request.headers().get(&X_REQUEST_ID).and_then(|v| v.to_str().ok()).unwrap_or("");
-            tracing::info_span!("request", method = %request.method(), route, path = %request.uri().path(), request_id = %id)
-        })
-        .on_response(DefaultOnResponse::new().level(Level::INFO).latency_unit(LatencyUnit::Micros));
     let body_limit = usize::try_from(state.config.max_body_size).unwrap_or(usize::MAX);
-    // Spans and access logs cost every request even when the log level
-    // drops them (a fifth of a cached metadata GET's throughput): the layer
-    // is there only when something would be logged.
-    let logged = tracing::enabled!(Level::INFO)
-        || tracing::enabled!(target: "tower_http::trace::on_response", Level::INFO);
     // What needs the matched route, outermost first, put on the routes with
     // one `layer` call: each `Router::layer` boxes the routes once more, a
     // boxed future and a service clone per request and layer
@@ -74,12 +56,9 @@ pub fn router(state: AppState) -> App {
             state.config.body_timeout,
         ))
         .layer(axum::extract::DefaultBodyLimit::max(body_limit));
-    let mut router = router
+    let router = router
         .fallback(fallback)
         .method_not_allowed_fallback(method_not_allowed);
-    if logged {
-        router = router.layer(trace);
-    }
     let routes = router.layer(layers).with_state(state.clone());
     let compressed = CompressionLayer::new()
         .compress_when(compressible as Compressible)

@@ -1,4 +1,4 @@
-//! Load shedding, timeouts and per-route request metrics.
+//! Load shedding, timeouts, per-route request metrics and the access log.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -9,7 +9,7 @@ use axum::extract::{MatchedPath, Request};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use crate::http::error::ApiError;
+use crate::http::error::{ApiError, X_REQUEST_ID};
 use crate::http::server::idle::{Keeping, Watched};
 use crate::http::state::AppState;
 
@@ -135,6 +135,7 @@ where
     let method = method_name(request.method());
     let started = Instant::now();
     let response = next(request).await;
+    let elapsed = started.elapsed();
     let bytes = response
         .headers()
         .get(header::CONTENT_LENGTH)
@@ -145,9 +146,44 @@ where
         route.as_ref().map_or("(none)", |m| m.as_str()),
         method,
         response.status().as_u16(),
-        started.elapsed().as_secs_f64(),
+        elapsed.as_secs_f64(),
         bytes,
     );
+    response
+}
+
+/// A line in the access log for every routed request, those the other
+/// checks refuse included, where the access log is on.
+pub async fn access_log<Fut>(request: Request, next: impl FnOnce(Request) -> Fut) -> Response
+where
+    Fut: std::future::Future<Output = Response>,
+{
+    let Some(log) = crate::logging::access() else {
+        return next(request).await;
+    };
+    // Clones that share the request's bytes: no copy of the path or id.
+    let route = request.extensions().get::<MatchedPath>().cloned();
+    let (uri, id) = (
+        request.uri().clone(),
+        request.headers().get(&X_REQUEST_ID).cloned(),
+    );
+    let method = method_name(request.method());
+    let started = Instant::now();
+    let response = next(request).await;
+    log.log(&crate::logging::Request {
+        method,
+        path: uri.path(),
+        route: route.as_ref().map_or("(none)", |m| m.as_str()),
+        status: response.status().as_u16(),
+        bytes: response
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0),
+        micros: started.elapsed().as_micros() as u64,
+        request_id: id.as_ref().and_then(|v| v.to_str().ok()).unwrap_or(""),
+    });
     response
 }
 
