@@ -4,38 +4,20 @@
 //! the format's `Schema.fbs` and `Message.fbs`: the Arrow crates would
 //! bring a compute library for two messages.
 
-use axum::response::Response;
 use flatbuffers::{FlatBufferBuilder, WIPOffset};
 
 use super::table::{columns, Column, Values};
-use super::{Encode, Output, Params};
-use crate::config::Config;
+use super::{Built, File};
 use crate::http::error::ApiResult;
-use crate::service::{Data, Residence};
+use crate::service::Data;
 
-pub struct Arrow;
-
-impl Output for Arrow {
-    fn name(&self) -> &'static str {
-        "arrow"
-    }
-    fn content_type(&self) -> &'static str {
-        "application/vnd.apache.arrow.stream"
-    }
-    fn residence(&self) -> Residence {
-        // A row repeats every dimension's label beside the value.
-        Residence::InMemory { expansion: 4 }
-    }
-    fn fixed_size_only(&self) -> bool {
-        true
-    }
-    fn wants_axes(&self) -> bool {
-        true
-    }
-    fn encoder(&self, _: &Params, _: &Config) -> ApiResult<Box<dyn Encode>> {
-        Ok(Box::new(encode))
-    }
-}
+// A row repeats every dimension's label beside the value: 4 bytes per byte.
+pub const ARROW: File = File {
+    name: "arrow",
+    content_type: "application/vnd.apache.arrow.stream",
+    expansion: 4,
+    build: encode,
+};
 
 /// A table's vtable slot of field `id`.
 const fn slot(id: u16) -> u16 {
@@ -238,7 +220,10 @@ fn stream(columns: &[Column]) -> Vec<u8> {
     out
 }
 
-fn encode(data: Data) -> ApiResult<Response> {
+fn encode(data: Data) -> ApiResult<Built> {
     let out = stream(&columns(&data)?);
-    Ok(super::file(out, Arrow.content_type(), None))
+    Ok(Built {
+        bytes: out,
+        filename: None,
+    })
 }

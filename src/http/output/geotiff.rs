@@ -7,37 +7,19 @@
 //! (lon, lat) is transposed. Missing values are declared as GDAL's nodata.
 
 use axum::http::StatusCode;
-use axum::response::Response;
 use serde_json::{Map, Value};
 
-use super::{Encode, Output, Params};
-use crate::config::Config;
+use super::{Built, File};
 use crate::http::error::{ApiError, ApiResult};
-use crate::service::{Axis, Content, Data, Residence};
+use crate::service::{Axis, Content, Data};
 use crate::zarr::{ArrayBytes, DataType};
 
-pub struct GeoTiff;
-
-impl Output for GeoTiff {
-    fn name(&self) -> &'static str {
-        "geotiff"
-    }
-    fn content_type(&self) -> &'static str {
-        "image/tiff"
-    }
-    fn residence(&self) -> Residence {
-        Residence::InMemory { expansion: 1 }
-    }
-    fn fixed_size_only(&self) -> bool {
-        true
-    }
-    fn wants_axes(&self) -> bool {
-        true
-    }
-    fn encoder(&self, _: &Params, _: &Config) -> ApiResult<Box<dyn Encode>> {
-        Ok(Box::new(encode))
-    }
-}
+pub const GEOTIFF: File = File {
+    name: "geotiff",
+    content_type: "image/tiff",
+    expansion: 1,
+    build: encode,
+};
 
 /// TIFF's SampleFormat and bits of a dtype.
 fn sample(dtype: &DataType) -> Option<(u16, u16)> {
@@ -252,7 +234,7 @@ fn georeference(x: &Axis, y: &Axis, grid: &Map<String, Value>) -> Option<Vec<(u1
     Some(tags)
 }
 
-fn encode(data: Data) -> ApiResult<Response> {
+fn encode(data: Data) -> ApiResult<Built> {
     let Content::Whole(ArrayBytes::Fixed(bytes)) = &data.content else {
         return Err(ApiError::new(
             StatusCode::NOT_ACCEPTABLE,
@@ -321,5 +303,8 @@ fn encode(data: Data) -> ApiResult<Response> {
         ));
     }
     let out = tiff(width as u32, height as u32, sample, &pixels, geo);
-    Ok(super::file(out, GeoTiff.content_type(), None))
+    Ok(Built {
+        bytes: out,
+        filename: None,
+    })
 }

@@ -193,29 +193,17 @@ impl Params {
 }
 
 /// Every format; the first is the default.
-#[cfg(feature = "parquet")]
 pub const FORMATS: &[&dyn Output] = &[
     &npy::Npy,
     &json::Json,
     &raw::Raw,
     &png::Png,
     &csv::Csv,
-    &netcdf::NetCdf,
-    &geotiff::GeoTiff,
-    &arrow::Arrow,
-    &parquet::Parquet,
-];
-/// Every format; the first is the default.
-#[cfg(not(feature = "parquet"))]
-pub const FORMATS: &[&dyn Output] = &[
-    &npy::Npy,
-    &json::Json,
-    &raw::Raw,
-    &png::Png,
-    &csv::Csv,
-    &netcdf::NetCdf,
-    &geotiff::GeoTiff,
-    &arrow::Arrow,
+    &netcdf::NETCDF,
+    &geotiff::GEOTIFF,
+    &arrow::ARROW,
+    #[cfg(feature = "parquet")]
+    &parquet::PARQUET,
 ];
 
 /// The format `format=` names (which wins), or the first whose content type
@@ -273,8 +261,54 @@ fn binary(
     response
 }
 
-/// A file built whole (NetCDF, GeoTIFF, Arrow, Parquet): its type, exact
-/// length and, when named, the name to save it as; never compressed.
+/// A format whose answer is a file built whole from the data and its
+/// coordinates (NetCDF, GeoTIFF, Arrow, Parquet): read whole, of fixed-size
+/// types only, without parameters of its own. Such a format is one of
+/// these and the function that builds its bytes.
+pub struct File {
+    pub name: &'static str,
+    pub content_type: &'static str,
+    /// Bytes held while building per byte of data (a table repeats every
+    /// dimension's label beside each value).
+    pub expansion: u64,
+    pub build: fn(Data) -> ApiResult<Built>,
+}
+
+/// A file's bytes and, where it has one, the name to save it as.
+pub struct Built {
+    pub bytes: Vec<u8>,
+    pub filename: Option<String>,
+}
+
+impl Output for File {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+    fn content_type(&self) -> &'static str {
+        self.content_type
+    }
+    fn residence(&self) -> Residence {
+        Residence::InMemory {
+            expansion: self.expansion,
+        }
+    }
+    fn fixed_size_only(&self) -> bool {
+        true
+    }
+    fn wants_axes(&self) -> bool {
+        true
+    }
+    fn encoder(&self, _: &Params, _: &Config) -> ApiResult<Box<dyn Encode>> {
+        let (build, content_type) = (self.build, self.content_type);
+        Ok(Box::new(move |data| {
+            let built = build(data)?;
+            Ok(file(built.bytes, content_type, built.filename))
+        }))
+    }
+}
+
+/// A file built whole: its type, exact length and, when named, the name to
+/// save it as; never compressed.
 fn file(bytes: Vec<u8>, content_type: &'static str, filename: Option<String>) -> Response {
     let length = bytes.len() as u64;
     let mut response = Response::new(Body::from(bytes));

@@ -7,37 +7,19 @@
 //! `_Unsigned = "true"`, as netCDF-C and xarray read them.
 
 use axum::http::StatusCode;
-use axum::response::Response;
 use serde_json::{Map, Value};
 
-use super::{Encode, Output, Params};
-use crate::config::Config;
+use super::{Built, File};
 use crate::http::error::{ApiError, ApiResult};
-use crate::service::{Content, Data, Residence};
+use crate::service::{Content, Data};
 use crate::zarr::{ArrayBytes, DataType};
 
-pub struct NetCdf;
-
-impl Output for NetCdf {
-    fn name(&self) -> &'static str {
-        "netcdf"
-    }
-    fn content_type(&self) -> &'static str {
-        "application/x-netcdf"
-    }
-    fn residence(&self) -> Residence {
-        Residence::InMemory { expansion: 1 }
-    }
-    fn fixed_size_only(&self) -> bool {
-        true
-    }
-    fn wants_axes(&self) -> bool {
-        true
-    }
-    fn encoder(&self, _: &Params, _: &Config) -> ApiResult<Box<dyn Encode>> {
-        Ok(Box::new(encode))
-    }
-}
+pub const NETCDF: File = File {
+    name: "netcdf",
+    content_type: "application/x-netcdf",
+    expansion: 1,
+    build: encode,
+};
 
 /// NetCDF external types.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -297,7 +279,7 @@ fn file(dims: &[(String, u64)], globals: &[(String, AttrValue)], vars: &[Variabl
     out
 }
 
-fn encode(data: Data) -> ApiResult<Response> {
+fn encode(data: Data) -> ApiResult<Built> {
     let Content::Whole(ArrayBytes::Fixed(bytes)) = &data.content else {
         return Err(ApiError::new(
             StatusCode::NOT_ACCEPTABLE,
@@ -387,9 +369,8 @@ fn encode(data: Data) -> ApiResult<Response> {
     });
     let globals = vec![("Conventions".to_string(), AttrValue::Text("CF-1.8".into()))];
     let out = file(&dims, &globals, &vars);
-    Ok(super::file(
-        out,
-        NetCdf.content_type(),
-        Some(format!("{var_name}.nc")),
-    ))
+    Ok(Built {
+        bytes: out,
+        filename: Some(format!("{var_name}.nc")),
+    })
 }

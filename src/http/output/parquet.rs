@@ -5,7 +5,6 @@
 use std::sync::Arc;
 
 use axum::http::StatusCode;
-use axum::response::Response;
 use parquet::basic::{Compression, LogicalType, Repetition, TimeUnit, Type as Physical};
 use parquet::data_type::{
     BoolType, ByteArray, ByteArrayType, DoubleType, FloatType, Int32Type, Int64Type,
@@ -15,34 +14,16 @@ use parquet::file::writer::SerializedFileWriter;
 use parquet::schema::types::Type;
 
 use super::table::{columns, Column, Values};
-use super::{Encode, Output, Params};
-use crate::config::Config;
+use super::{Built, File};
 use crate::http::error::{ApiError, ApiResult};
-use crate::service::{Data, Residence};
+use crate::service::Data;
 
-pub struct Parquet;
-
-impl Output for Parquet {
-    fn name(&self) -> &'static str {
-        "parquet"
-    }
-    fn content_type(&self) -> &'static str {
-        "application/vnd.apache.parquet"
-    }
-    fn residence(&self) -> Residence {
-        // A row repeats every dimension's label beside the value.
-        Residence::InMemory { expansion: 4 }
-    }
-    fn fixed_size_only(&self) -> bool {
-        true
-    }
-    fn wants_axes(&self) -> bool {
-        true
-    }
-    fn encoder(&self, _: &Params, _: &Config) -> ApiResult<Box<dyn Encode>> {
-        Ok(Box::new(encode))
-    }
-}
+pub const PARQUET: File = File {
+    name: "parquet",
+    content_type: "application/vnd.apache.parquet",
+    expansion: 4,
+    build: encode,
+};
 
 fn internal(e: parquet::errors::ParquetError) -> ApiError {
     ApiError::new(
@@ -125,8 +106,11 @@ fn write(columns: &[Column]) -> Result<Vec<u8>, parquet::errors::ParquetError> {
     Ok(out)
 }
 
-fn encode(data: Data) -> ApiResult<Response> {
+fn encode(data: Data) -> ApiResult<Built> {
     let columns = columns(&data)?;
     let out = write(&columns).map_err(internal)?;
-    Ok(super::file(out, Parquet.content_type(), None))
+    Ok(Built {
+        bytes: out,
+        filename: None,
+    })
 }
