@@ -25,6 +25,7 @@ The speed-up from 1 core to the most measured is the figure to compare
 between zarrd and nginx: contention on shared state shows as a smaller one.
 Plotted into scaling.png beside results.md."""
 
+import contextlib
 import json
 import os
 import random
@@ -37,7 +38,7 @@ import corpus
 import measure
 import report
 from common import mb, npy_values, zarrd_slice_url
-from procs import OUT, Nginx, Zarrd
+from procs import OUT, Nginx, Zarrd, available
 
 CORE_COUNTS = (1, 2, 4, 8, 16)
 CONNECTIONS = (64, 256)
@@ -172,13 +173,16 @@ def request_rates(ctx, server_cpus, load_cpus):
                log=log) as logged, \
             Zarrd(ctx.root, "--cache-size", ctx.args.cache_size, "--recheck-cached", "60",
                   cpus=server_cpus) as quiet, \
-            Nginx(ctx.root, static=ctx.static_dir, cpus=server_cpus) as ng:
-        servers = {"zarrd": quiet, "zarrd, access log": logged, "nginx": ng}
+            (Nginx(ctx.root, static=ctx.static_dir, cpus=server_cpus) if available("nginx")
+             else contextlib.nullcontext()) as ng:
+        servers = {"zarrd": quiet, "zarrd, access log": logged}
+        if ng:
+            servers["nginx"] = ng
         for name, zpath, npath, headers, _ in targets(ctx, quiet, ng):
             for conns in CONNECTIONS:
                 urls = {who: s.url + (npath if who == "nginx" else zpath) for who, s in servers.items()}
                 if npath is None:
-                    del urls["nginx"]
+                    urls.pop("nginx", None)
                 res = measure.alternate({who: (lambda u=u: measure.wrk(u, conns, ctx.args.seconds, headers,
                                                                       cpus=load_cpus, threads=threads))
                                          for who, u in urls.items()}, ctx.args.reps)
@@ -252,6 +256,15 @@ def random_windows(ctx, server_cpus, load_cpus):
     return rows
 
 
+def axes(ax, counts, xlabel, ylabel, title):
+    """Log-log, ticked at the core counts measured."""
+    ax.set(xscale="log", yscale="log", xlabel=xlabel, ylabel=ylabel, title=title)
+    ax.set_xticks(counts, [str(c) for c in counts])
+    ax.minorticks_off()
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=7)
+
+
 def plot(sec, path):
     """Requests/s against cores (zarrd, zarrd with its access log, nginx)
     per target at 256 connections; cold window seconds against cores."""
@@ -269,23 +282,13 @@ def plot(sec, path):
                   for r in sec["runs"]]
             if all(y is not None for y in ys):
                 left.plot(counts, ys, marker="o", linestyle=style, color=color, label=f"{who}, {target}")
-    left.set(xscale="log", yscale="log", xlabel="server cores", ylabel="requests/s",
-             title=f"Requests/s at {CONNECTIONS[-1]} connections")
-    left.set_xticks(counts, [str(c) for c in counts])
-    left.minorticks_off()
-    left.grid(True, which="both", alpha=0.3)
-    left.legend(fontsize=7)
+    axes(left, counts, "server cores", "requests/s", f"Requests/s at {CONNECTIONS[-1]} connections")
     for layout, color in zip(WINDOW_LAYOUTS, ("tab:blue", "tab:green", "tab:red")):
         for who, style in (("zarrd cold", "-"), ("tensorstore", "--")):
             ys = [next(row[who]["seconds"]["median"] for row in r["cold"]
                        if row["layout"] == layout and row["selection"] == "window") for r in sec["runs"]]
             right.plot(counts, ys, marker="o", linestyle=style, color=color, label=f"{who}, {layout}")
-    right.set(xscale="log", yscale="log", xlabel="cores", ylabel="seconds",
-              title=f"One cold {WINDOW} x {WINDOW} window")
-    right.set_xticks(counts, [str(c) for c in counts])
-    right.minorticks_off()
-    right.grid(True, which="both", alpha=0.3)
-    right.legend(fontsize=7)
+    axes(right, counts, "cores", "seconds", f"One cold {WINDOW} x {WINDOW} window")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
