@@ -25,6 +25,24 @@ use crate::zarr::{Array, ArrayBytes, DataType, Selection};
 const PARALLEL_STATE_BYTES: u64 = 64 << 20;
 /// The blocks read and folded at once hold at most about this much.
 const BLOCKS_IN_FLIGHT_BYTES: u64 = 512 << 20;
+/// The bytes one block of a computation over `dims` (of `count`
+/// elements) holds at `bytes_per_element`, and how many blocks to fold at
+/// once: one per thread of the decoding pool, no more than the selection
+/// has, nor than [`BLOCKS_IN_FLIGHT_BYTES`] of them.
+fn blocks_at_once(
+    array: &Array,
+    dims: &[ResolvedDim],
+    count: u64,
+    bytes_per_element: u64,
+) -> (u64, u64) {
+    let block = Blocks::largest(dims, &array.read_chunk_shape()).min(count.max(1));
+    let block_bytes = block * bytes_per_element;
+    let threads = (rayon::current_num_threads().max(1) as u64)
+        .min(count.div_ceil(block).max(1))
+        .min((BLOCKS_IN_FLIGHT_BYTES / block_bytes).max(1));
+    (block_bytes, threads)
+}
+
 /// The most histogram bins.
 pub const MAX_BINS: usize = 10_000;
 
@@ -206,14 +224,8 @@ impl Service {
                 "{what}, about {need} bytes, over the {limit}-byte limit for answers built in memory; select less, coarsen more, or reduce more dimensions"
             )));
         }
-        // No more blocks in flight than the selection has, nor than
-        // BLOCKS_IN_FLIGHT_BYTES of them.
-        let block = Blocks::largest(dims, &array.read_chunk_shape()).min(count.max(1));
-        let block_bytes = block * (8 + stored.size().unwrap_or(8) as u64);
-        let blocks = count.div_ceil(block).max(1);
-        let threads = (rayon::current_num_threads().max(1) as u64)
-            .min(blocks)
-            .min((BLOCKS_IN_FLIGHT_BYTES / block_bytes).max(1));
+        let (block_bytes, threads) =
+            blocks_at_once(&array, dims, count, 8 + stored.size().unwrap_or(8) as u64);
         let parallel =
             if acc_op.holds_values() || state.saturating_mul(threads) > PARALLEL_STATE_BYTES {
                 1
@@ -419,15 +431,12 @@ impl Service {
         };
         let packing = Arc::new(self.packing(&array, query.decode)?);
         let count: u64 = dims.iter().map(|d| d.indices.len()).product();
-        let block = Blocks::largest(dims, &array.read_chunk_shape()).min(count.max(1));
-        let blocks = count.div_ceil(block).max(1);
-        let threads = (rayon::current_num_threads().max(1) as u64)
-            .min(blocks)
-            .min((BLOCKS_IN_FLIGHT_BYTES / (block * 16)).max(1)) as usize;
+        let (block_bytes, threads) = blocks_at_once(&array, dims, count, 16);
         let _held = self
             .budget
-            .reserve(block * 16 * (threads as u64 + 1), "computing statistics")
+            .reserve(block_bytes * (threads + 1), "computing statistics")
             .await?;
+        let threads = threads as usize;
         let summary = self
             .over_blocks(
                 &array,
