@@ -48,13 +48,13 @@ import urllib.request
 import pytest
 
 
-def start_zarrd(*args, env=None):
+def start_zarrd(*args, env=None, stderr=subprocess.DEVNULL):
     """Start zarrd on a free loopback port; returns (base_url, process)."""
     binary = os.environ.get("ZARRD_BIN", os.path.join(os.path.dirname(__file__), "..", "..", "target", "debug", "zarrd"))
     proc = subprocess.Popen(
         [binary, "serve", "--listen", "127.0.0.1:0", *args],
         stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
+        stderr=stderr,
         text=True,
         env={**os.environ, **(env or {})},
     )
