@@ -129,6 +129,7 @@ pub fn start_access(lines: Arc<Lines<std::io::Stderr>>, json: bool) {
 }
 
 /// One request, as the access log records it.
+#[derive(Clone, Copy)]
 pub struct Request<'a> {
     pub method: &'a str,
     pub path: &'a str,
@@ -176,11 +177,22 @@ fn format_line(out: &mut String, r: &Request<'_>, json: bool, now: std::time::Sy
         json_string(out, r.request_id);
         out.push_str("},\"target\":\"zarrd::access\"}\n");
     } else {
-        let _ = writeln!(
+        let _ = write!(
             out,
-            "{stamp}  INFO zarrd::access: {} {} status={} bytes={} micros={} route={} request_id={}",
-            r.method, r.path, r.status, r.bytes, r.micros, r.route, r.request_id
+            "{stamp}  INFO zarrd::access: {} {} status={} bytes={} micros={} route={} request_id=",
+            r.method, r.path, r.status, r.bytes, r.micros, r.route
         );
+        // The id is the client's: quoted where it could pass for more
+        // fields (spaces, quotes, control characters).
+        if r.request_id
+            .chars()
+            .all(|c| c.is_ascii_graphic() && c != '"')
+        {
+            out.push_str(r.request_id);
+        } else {
+            json_string(out, r.request_id);
+        }
+        out.push('\n');
     }
 }
 
@@ -325,6 +337,16 @@ mod tests {
             text,
             "2025-11-28T03:20:00.123456Z  INFO zarrd::access: GET /zarr/a\"b/.zarray status=200 \
              bytes=317 micros=42 route=/zarr/{*key} request_id=abc\n"
+        );
+        let forged = Request {
+            request_id: "x status=999",
+            ..r
+        };
+        let mut quoted = String::new();
+        format_line(&mut quoted, &forged, false, at);
+        assert!(
+            quoted.ends_with(" request_id=\"x status=999\"\n"),
+            "{quoted}"
         );
         let mut json = String::new();
         format_line(&mut json, &r, true, at);

@@ -28,7 +28,9 @@ fn init_logging(format: LogFormat) -> Arc<Lines<std::io::Stderr>> {
     let lines = Lines::stderr();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(Writer(lines.clone()));
+        .with_writer(Writer(lines.clone()))
+        // Colours for a terminal only, not into a file or a collector.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     let json = matches!(format, LogFormat::Json);
     match format {
         LogFormat::Json => builder.json().init(),

@@ -107,7 +107,18 @@ where
         .get(header::CONTENT_TYPE)
         .is_some_and(|t| t.as_bytes().starts_with(b"application/json"));
     if !response.status().is_server_error() {
-        return response;
+        return match id {
+            // A stream (of unknown length) that fails after its status was
+            // sent: the log says which request's answer was cut short.
+            Some(id)
+                if http_body::Body::size_hint(response.body())
+                    .exact()
+                    .is_none() =>
+            {
+                response.map(|body| axum::body::Body::new(Streamed { body, id }))
+            }
+            _ => response,
+        };
     }
     let request_id = id.as_ref().and_then(|v| v.to_str().ok()).unwrap_or("");
     let (Some(id), true) = (id.clone(), json) else {
@@ -131,15 +142,55 @@ where
     };
     if let Some(error) = doc.get_mut("error").and_then(|e| e.as_object_mut()) {
         // Logged here, where the request's id is known (no span carries it).
-        tracing::error!(
-            request_id = id.to_str().unwrap_or_default(),
-            status = parts.status.as_u16(),
-            code = error.get("code").and_then(|c| c.as_str()).unwrap_or(""),
-            "{}",
-            error.get("message").and_then(|m| m.as_str()).unwrap_or("")
-        );
+        // A request shed under load is not a failure to look into: the
+        // access log counts those.
+        let shed = error.get("code").and_then(|c| c.as_str()) == Some("overloaded");
+        if !shed {
+            tracing::error!(
+                request_id = id.to_str().unwrap_or_default(),
+                status = parts.status.as_u16(),
+                code = error.get("code").and_then(|c| c.as_str()).unwrap_or(""),
+                "{}",
+                error.get("message").and_then(|m| m.as_str()).unwrap_or("")
+            );
+        }
         error.insert("request_id".into(), json!(id.to_str().unwrap_or_default()));
     }
     parts.headers.remove(header::CONTENT_LENGTH);
     Response::from_parts(parts, axum::body::Body::from(doc.to_string()))
+}
+
+/// A streamed answer's body, which logs a failure with its request's id.
+struct Streamed {
+    body: axum::body::Body,
+    id: HeaderValue,
+}
+
+impl http_body::Body for Streamed {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let this = self.get_mut();
+        let polled = std::pin::Pin::new(&mut this.body).poll_frame(cx);
+        if let std::task::Poll::Ready(Some(Err(e))) = &polled {
+            tracing::warn!(
+                request_id = %String::from_utf8_lossy(this.id.as_bytes()),
+                error = %e,
+                "a streamed response ended early"
+            );
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
 }

@@ -86,3 +86,27 @@ def test_warn_level_keeps_no_access_log(tmp_path):
     finally:
         stop(proc)
     assert access_lines(log.read_text()) == []
+
+
+def test_a_stream_cut_short_is_logged_with_its_request_id(tmp_path, monkeypatch):
+    import numcodecs
+    monkeypatch.delenv("ZARRD_LOG", raising=False)
+    root = tmp_path / "root"
+    # 16 MiB in chunks of 2 MiB: the answer streams, and its last chunk is broken.
+    a = zarr.create_array(str(root / "b"), shape=(4096, 1024), chunks=(512, 1024), dtype="<f4", zarr_format=2,
+                          compressors=numcodecs.Blosc(cname="lz4"))
+    a[:] = np.arange(4096 * 1024, dtype="<f4").reshape(4096, 1024)
+    (root / "b" / "7.0").write_bytes((root / "b" / "7.0").read_bytes()[:100])
+    base, proc, log = serve(tmp_path)
+    try:
+        r = requests.get(base + "/api/v1/data/b?format=npy", headers={"X-Request-Id": "cut-short"}, stream=True)
+        assert r.status_code == 200
+        try:
+            got = sum(len(piece) for piece in r.iter_content(1 << 20))
+        except requests.exceptions.RequestException:
+            got = None
+        assert got is None or got < 4096 * 1024 * 4
+    finally:
+        stop(proc)
+    warned = [line for line in log.read_text().splitlines() if "ended early" in line]
+    assert len(warned) == 1 and "cut-short" in warned[0], log.read_text()[-2000:]

@@ -153,7 +153,9 @@ where
 }
 
 /// A line in the access log for every routed request, those the other
-/// checks refuse included, where the access log is on.
+/// checks refuse included, where the access log is on. A request whose
+/// client goes away before its answer starts is logged with status 499,
+/// as nginx does.
 pub async fn access_log<Fut>(request: Request, next: impl FnOnce(Request) -> Fut) -> Response
 where
     Fut: std::future::Future<Output = Response>,
@@ -162,29 +164,66 @@ where
         return next(request).await;
     };
     // Clones that share the request's bytes: no copy of the path or id.
-    let route = request.extensions().get::<MatchedPath>().cloned();
-    let (uri, id) = (
-        request.uri().clone(),
-        request.headers().get(&X_REQUEST_ID).cloned(),
-    );
-    let method = method_name(request.method());
-    let started = Instant::now();
+    let mut pending = Pending {
+        log,
+        route: request.extensions().get::<MatchedPath>().cloned(),
+        method: request.method().clone(),
+        uri: request.uri().clone(),
+        id: request.headers().get(&X_REQUEST_ID).cloned(),
+        started: Instant::now(),
+        answered: false,
+    };
     let response = next(request).await;
-    log.log(&crate::logging::Request {
-        method,
-        path: uri.path(),
-        route: route.as_ref().map_or("(none)", |m| m.as_str()),
-        status: response.status().as_u16(),
-        bytes: response
-            .headers()
-            .get(header::CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0),
-        micros: started.elapsed().as_micros() as u64,
-        request_id: id.as_ref().and_then(|v| v.to_str().ok()).unwrap_or(""),
-    });
+    let bytes = response
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    pending.write(response.status().as_u16(), bytes);
     response
+}
+
+/// A request on its way to the access log, written once: when its answer
+/// starts, or when it is dropped before that.
+struct Pending {
+    log: &'static crate::logging::Access,
+    route: Option<MatchedPath>,
+    method: axum::http::Method,
+    uri: axum::http::Uri,
+    id: Option<HeaderValue>,
+    started: Instant,
+    answered: bool,
+}
+
+/// What the access log records when the client left before an answer.
+const CLIENT_CLOSED: u16 = 499;
+
+impl Pending {
+    fn write(&mut self, status: u16, bytes: u64) {
+        self.answered = true;
+        let id = self
+            .id
+            .as_ref()
+            .map(|v| String::from_utf8_lossy(v.as_bytes()));
+        self.log.log(&crate::logging::Request {
+            method: self.method.as_str(),
+            path: self.uri.path(),
+            route: self.route.as_ref().map_or("(none)", |m| m.as_str()),
+            status,
+            bytes,
+            micros: self.started.elapsed().as_micros() as u64,
+            request_id: id.as_deref().unwrap_or(""),
+        });
+    }
+}
+
+impl Drop for Pending {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.write(CLIENT_CLOSED, 0);
+        }
+    }
 }
 
 /// Methods as static names for metric labels; anything unusual is "other".

@@ -339,13 +339,8 @@ fn slab_body(
         Ok(first),
     ]);
     // The status is sent by now: the client sees a short body, the operator
-    // sees why in the log.
-    Body::from_stream(head.chain(rest.map(|r| {
-        r.map_err(|e| {
-            tracing::warn!(error = %e, "a streamed response ended early");
-            std::io::Error::other(e)
-        })
-    })))
+    // sees why in the log (`error::request_id_in_errors` logs it).
+    Body::from_stream(head.chain(rest.map(|r| r.map_err(std::io::Error::other))))
 }
 
 #[cfg(test)]
