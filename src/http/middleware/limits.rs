@@ -136,12 +136,7 @@ where
     let started = Instant::now();
     let response = next(request).await;
     let elapsed = started.elapsed();
-    let bytes = response
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
+    let bytes = body_bytes(&response);
     state.metrics.observe(
         route.as_ref().map_or("(none)", |m| m.as_str()),
         method,
@@ -174,14 +169,20 @@ where
         answered: false,
     };
     let response = next(request).await;
-    let bytes = response
+    pending.write(response.status().as_u16(), body_bytes(&response));
+    response
+}
+
+/// The bytes an answer's body holds: its declared length, or the length of
+/// a body built whole; 0 for a stream of unknown length.
+fn body_bytes(response: &Response) -> u64 {
+    response
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse().ok())
-        .unwrap_or(0);
-    pending.write(response.status().as_u16(), bytes);
-    response
+        .or_else(|| http_body::Body::size_hint(response.body()).exact())
+        .unwrap_or(0)
 }
 
 /// A request on its way to the access log, written once: when its answer
