@@ -10,6 +10,7 @@ pub mod dtype;
 pub mod edit;
 pub mod error;
 pub mod fill;
+pub mod geo;
 pub mod hierarchy;
 pub mod metadata;
 pub mod ome;
