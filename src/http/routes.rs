@@ -11,7 +11,8 @@ use axum::routing::MethodRouter;
 use percent_encoding::percent_decode_str;
 
 use super::handlers::{
-    api, data, dav, preview, probes, raw, s3, statistics, versions, viewer, watch, write,
+    api, data, dav, preview, probes, raw, s3, statistics, tiles, versions, viewer, watch, wms,
+    write,
 };
 use super::state::AppState;
 use crate::auth::Scope;
@@ -208,6 +209,27 @@ pub static ROUTES: &[Route] = &[
         path: "/api/v1/watch/{path}",
         methods: &[op!(get, READ, watch::watch)],
         resource: Resource::Param,
+    },
+    // Tile matrix sets are definitions, the same whatever is stored.
+    Route {
+        path: "/tiles/tileMatrixSets",
+        methods: &[op!(get, PUBLIC, tiles::matrix_sets)],
+        resource: Resource::Page,
+    },
+    Route {
+        path: "/tiles/tileMatrixSets/{id}",
+        methods: &[op!(get, PUBLIC, tiles::matrix_set)],
+        resource: Resource::Page,
+    },
+    Route {
+        path: "/tiles/{path}",
+        methods: &[op!(get, READ, tiles::tiles)],
+        resource: Resource::Param,
+    },
+    Route {
+        path: "/wms",
+        methods: &[op!(get, READ, wms::wms)],
+        resource: Resource::Root,
     },
     Route {
         path: "/api/v1/stats",

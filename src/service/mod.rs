@@ -15,6 +15,7 @@ mod dataset;
 mod error;
 mod events;
 mod listing;
+mod maps;
 mod ome;
 mod preview;
 mod read;
@@ -32,6 +33,7 @@ pub use dataset::{number_json, Axis, AxisValues, DatasetView, Query, Reduction, 
 pub use error::{ErrorKind, Result, ServiceError};
 pub use events::{Change, ChangeKind, Notice, WATCH_BUFFER};
 pub use listing::{Listed, Page};
+pub use maps::{MapLayer, MapLevel, OtherDim, PointValue, Raster, MAX_PICTURE_PIXELS};
 pub use ome::{Image, Level};
 pub use preview::{Preview, PreviewKind};
 pub use read::{Content, Data, ReadRequest, Residence};
@@ -76,6 +78,8 @@ pub struct Service {
     budget: Budget,
     /// Coordinates read whole: the index of their dimension's labels.
     coordinates: dataset::Coordinates,
+    /// Map layers and default colour ranges, briefly kept.
+    maps: maps::MapCaches,
 }
 
 impl Service {
@@ -105,6 +109,7 @@ impl Service {
                 std::time::Duration::from_secs(1),
             ),
             coordinates: dataset::coordinates_cache(),
+            maps: Default::default(),
         }
     }
 

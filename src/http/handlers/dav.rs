@@ -8,6 +8,7 @@
 //! are those reads answer (a group's `zarr.json` with its consolidated
 //! metadata), as in the S3 listing.
 
+use crate::http::output::xml;
 use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
@@ -239,19 +240,12 @@ fn http_date(ts: Timestamp) -> String {
     )
 }
 
-fn xml_escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
-
 fn value_entry(key: &str, meta: &KeyMeta) -> String {
     let etag = meta
         .version
         .e_tag
         .as_deref()
-        .map(|t| format!("<getetag>{}</getetag>", xml_escape(&quote_etag(t))))
+        .map(|t| format!("<getetag>{}</getetag>", xml::escape(&quote_etag(t))))
         .unwrap_or_default();
     let name = key.rsplit('/').next().unwrap_or(key);
     let kind = if crate::zarr::metadata::DOCUMENT_NAMES.contains(&name) {
@@ -264,7 +258,7 @@ fn value_entry(key: &str, meta: &KeyMeta) -> String {
          <getcontentlength>{}</getcontentlength><getlastmodified>{}</getlastmodified>\
          {etag}<getcontenttype>{kind}</getcontenttype></prop>\
          <status>HTTP/1.1 200 OK</status></propstat></response>\n",
-        xml_escape(&href(key)),
+        xml::escape(&href(key)),
         meta.size,
         http_date(meta.last_modified),
     )
@@ -278,7 +272,7 @@ fn folder_entry(folder: &str) -> String {
         "<response><href>{}</href><propstat><prop>\
          <resourcetype><collection/></resourcetype><getlastmodified>{}</getlastmodified></prop>\
          <status>HTTP/1.1 200 OK</status></propstat></response>\n",
-        xml_escape(&href(folder)),
+        xml::escape(&href(folder)),
         http_date(Timestamp::from_millis(0)),
     )
 }

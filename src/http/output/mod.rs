@@ -13,6 +13,7 @@ mod csv;
 mod geotiff;
 pub mod image;
 mod json;
+pub mod map;
 mod netcdf;
 mod npy;
 #[cfg(feature = "parquet")]
@@ -21,6 +22,7 @@ mod png;
 mod raw;
 mod table;
 pub mod thumbnail;
+pub mod xml;
 
 use axum::body::Body;
 use axum::http::{header, HeaderValue, StatusCode};

@@ -270,6 +270,28 @@ pub fn in_degrees(name: &str, attrs: Option<&Map<String, Value>>) -> bool {
                 .contains(&name.to_ascii_lowercase().as_str()))
 }
 
+/// The levels a group's `multiscales` declares, finest first as written:
+/// OME-NGFF's and ndpyramid's `datasets[].path`, or GeoZarr's
+/// `layout[].asset`. Empty when it declares none.
+pub fn overview_paths(attrs: &Map<String, Value>) -> Vec<String> {
+    if let Some(m) = super::ome::multiscales(attrs).into_iter().next() {
+        return m.datasets.into_iter().map(|d| d.path).collect();
+    }
+    attrs
+        .get("multiscales")
+        .and_then(|m| m.get("layout"))
+        .and_then(Value::as_array)
+        .map(|layout| {
+            layout
+                .iter()
+                .filter_map(|l| l.get("asset").and_then(Value::as_str))
+                .filter(|p| crate::store::StoreKey::new(p).is_ok())
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -129,11 +129,11 @@ impl TileMatrixSet {
         Ok([x0, y1 - span, x0 + span, y1])
     }
 
-    /// The zoom whose pixels are about `cell` CRS units (rounded to the
-    /// nearer level), clamped to the set's levels.
+    /// The first zoom whose pixels are no larger than `cell` CRS units,
+    /// clamped to the set's levels.
     pub fn zoom_for(&self, cell: f64) -> u32 {
         let at0 = self.width / (self.columns_at_0 as f64 * TILE_SIZE as f64);
-        let z = (at0 / cell).log2().round();
+        let z = ((at0 / cell).log2() - 1e-6).ceil();
         if z.is_finite() {
             z.clamp(0.0, MAX_ZOOM as f64) as u32
         } else {
@@ -160,6 +160,7 @@ mod tests {
         assert!((z0 - 559_082_264.028_717_2).abs() < 1e-3, "{z0}");
         let c0 = WORLD_CRS84_QUAD.matrix(0).unwrap().scale_denominator;
         assert!((c0 - 279_541_132.014_358_6).abs() < 1e-2, "{c0}");
-        assert_eq!(WEB_MERCATOR_QUAD.zoom_for(156_543.03 / 4.0), 2);
+        assert_eq!(WEB_MERCATOR_QUAD.zoom_for(156_543.033_928 / 4.0), 2);
+        assert_eq!(WEB_MERCATOR_QUAD.zoom_for(111_319.5), 1);
     }
 }

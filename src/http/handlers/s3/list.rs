@@ -4,8 +4,9 @@
 use base64::Engine;
 use percent_encoding::{utf8_percent_encode, AsciiSet, NON_ALPHANUMERIC};
 
-use super::{xml_escape, BUCKET, XMLNS};
+use super::{BUCKET, XMLNS};
 use crate::http::error::{ApiError, ApiResult};
+use crate::http::output::xml;
 use crate::service::Listed;
 use crate::store::chrono_like::Timestamp;
 
@@ -129,9 +130,9 @@ fn iso8601(t: Timestamp) -> String {
 pub fn render(query: &ListQuery, entries: &[Listed], truncated: bool) -> String {
     let text = |s: &str| {
         if query.url_encoded {
-            xml_escape(&utf8_percent_encode(s, URL_KEY).to_string())
+            xml::escape(&utf8_percent_encode(s, URL_KEY).to_string())
         } else {
-            xml_escape(s)
+            xml::escape(s)
         }
     };
     let mut xml = format!(
@@ -154,7 +155,7 @@ pub fn render(query: &ListQuery, entries: &[Listed], truncated: bool) -> String 
         if let Some(token) = &query.continuation {
             xml.push_str(&format!(
                 "<ContinuationToken>{}</ContinuationToken>",
-                xml_escape(token)
+                xml::escape(token)
             ));
         }
         if let Some(s) = &query.start_after {
@@ -186,7 +187,7 @@ pub fn render(query: &ListQuery, entries: &[Listed], truncated: bool) -> String 
                 if let Some(tag) = &meta.version.e_tag {
                     xml.push_str(&format!(
                         "<ETag>{}</ETag>",
-                        xml_escape(&crate::http::handlers::raw::quote_etag(tag))
+                        xml::escape(&crate::http::handlers::raw::quote_etag(tag))
                     ));
                 }
                 xml.push_str(&format!(
@@ -241,7 +242,7 @@ mod tests {
         let refused = ListQuery::parse(&pairs("list-type=2&prefix=a%EF%BF%BE"));
         assert!(refused.is_err());
         assert_eq!(
-            super::super::xml_escape("a\u{FFFF}<b\u{1}\t"),
+            xml::escape("a\u{FFFF}<b\u{1}\t"),
             "a\u{FFFD}&lt;b\u{FFFD}\t"
         );
     }

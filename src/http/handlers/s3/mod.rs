@@ -7,6 +7,7 @@
 
 mod list;
 
+use crate::http::output::xml;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -51,29 +52,6 @@ const UNSUPPORTED: &[&str] = &[
     "versions",
     "website",
 ];
-
-/// Text for an XML 1.0 document: markup escaped, and the characters it
-/// cannot carry at all (control characters but tab and line breaks,
-/// U+FFFE, U+FFFF; keys hold none, but error messages may echo a request)
-/// replaced by U+FFFD.
-fn xml_escape(s: &str) -> String {
-    let carried = |c: char| {
-        (matches!(c, '\t' | '\n' | '\r') || !c.is_control()) && c != '\u{FFFE}' && c != '\u{FFFF}'
-    };
-    let s: std::borrow::Cow<str> = match s.chars().all(carried) {
-        true => s.into(),
-        false => s
-            .chars()
-            .map(|c| if carried(c) { c } else { '\u{FFFD}' })
-            .collect::<String>()
-            .into(),
-    };
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-        .replace('\'', "&apos;")
-}
 
 fn xml(body: String) -> Response {
     (
@@ -350,9 +328,9 @@ where
     let document = format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>{}</Code><Message>{}</Message><Resource>{}</Resource><RequestId>{}</RequestId></Error>\n",
         s3_code(parts.status, code),
-        xml_escape(message),
-        xml_escape(&resource),
-        xml_escape(&id),
+        xml::escape(message),
+        xml::escape(&resource),
+        xml::escape(&id),
     );
     parts.headers.remove(header::CONTENT_LENGTH);
     parts.headers.insert(

@@ -1,0 +1,185 @@
+//! What the map endpoints (tiles, WMS) share: their query (the labelled
+//! selection of the other dimensions and how to draw), a layer drawn as a
+//! picture, its legend, the Cache-Control of its pictures, and the
+//! server's own address for the links their documents carry.
+
+use std::sync::Arc;
+
+use axum::http::{header, HeaderMap, HeaderValue};
+
+use crate::http::error::{ApiError, ApiResult};
+use crate::http::input::credentials::Caller;
+use crate::http::input::labels;
+use crate::http::output::map::{self, Drawing, Picture};
+use crate::http::state::AppState;
+use crate::service::{MapLayer, Query};
+use crate::store::node_path;
+use crate::zarr::geo::warp::{Resampling, Target};
+
+/// A map request's parameters: the other dimensions' selection and the
+/// drawing; `extra` are the endpoint's own.
+pub struct MapQuery {
+    pub query: Query,
+    pub drawing: Drawing,
+}
+
+/// The labelled selection and drawing parameters of `pairs`; any other
+/// parameter is refused unless `extra` names it (then returned).
+pub fn parse(
+    pairs: Vec<(String, String)>,
+    extra: &[&str],
+    path: &str,
+    caller: Option<axum::Extension<Caller>>,
+) -> ApiResult<(MapQuery, Vec<(String, String)>)> {
+    let mut drawing = Drawing::default();
+    let mut labelled = Vec::new();
+    let mut rest = Vec::new();
+    for (k, v) in pairs {
+        if drawing.take(&k, &v)? {
+            continue;
+        }
+        if ["sel.", "isel.", "tolerance."]
+            .iter()
+            .any(|p| k.starts_with(p))
+            && labels::is_label_param(&k)
+        {
+            labelled.push((k, v));
+        } else if extra.contains(&k.as_str()) {
+            rest.push((k, v));
+        } else {
+            let mut known: Vec<&str> = map::DRAWING_PARAMS.to_vec();
+            known.extend(["sel.{dim}", "isel.{dim}", "tolerance.{dim}"]);
+            known.extend(extra);
+            return Err(ApiError::bad_request(
+                "bad_query",
+                format!(
+                    "unknown parameter '{k}' (the parameters are {})",
+                    known.join(", ")
+                ),
+            ));
+        }
+    }
+    let mut query = labels::parse(&labelled)?;
+    query.without_coordinates = !super::data::may_read_group(path, caller);
+    Ok((MapQuery { query, drawing }, rest))
+}
+
+pub async fn layer(state: &AppState, path: &str) -> ApiResult<Arc<MapLayer>> {
+    let key = node_path(path)?;
+    Ok(state.service.map_layer(&key).await?)
+}
+
+/// The layer drawn over `target` as `picture`.
+pub async fn draw(
+    state: &AppState,
+    layer: &MapLayer,
+    q: &MapQuery,
+    target: &Target,
+    picture: Picture,
+) -> ApiResult<Vec<u8>> {
+    let rgba = paint(state, layer, q, target).await?;
+    map::encode(picture, target.width, target.height, &rgba)
+}
+
+/// The layer drawn over `target`, as RGBA.
+pub async fn paint(
+    state: &AppState,
+    layer: &MapLayer,
+    q: &MapQuery,
+    target: &Target,
+) -> ApiResult<Vec<u8>> {
+    let style = style(state, layer, q).await?;
+    let resampling = q.drawing.resampling.unwrap_or(Resampling::Nearest);
+    let raster = state
+        .service
+        .render_map(layer, &q.query, target, resampling)
+        .await?;
+    Ok(map::paint(&raster.values, &style))
+}
+
+/// The drawing's style, its range found where the request gives none.
+pub async fn style(
+    state: &AppState,
+    layer: &MapLayer,
+    q: &MapQuery,
+) -> ApiResult<crate::http::output::image::Style> {
+    let range = if q.drawing.has_range() {
+        (0.0, 1.0)
+    } else {
+        state.service.map_range(layer, &q.query).await?
+    };
+    q.drawing.style(range)
+}
+
+/// The layer's legend as a PNG.
+pub async fn legend(
+    state: &AppState,
+    layer: &MapLayer,
+    q: &MapQuery,
+    width: u32,
+    height: u32,
+) -> ApiResult<Vec<u8>> {
+    if !(32..=2048).contains(&width) || !(24..=512).contains(&height) {
+        return Err(ApiError::bad_request(
+            "bad_size",
+            format!("a legend of {width} x {height}: give a width of 32 to 2048 and a height of 24 to 512"),
+        ));
+    }
+    let style = style(state, layer, q).await?;
+    let text = |k: &str| layer.attributes.get(k).and_then(|v| v.as_str());
+    let name = text("long_name")
+        .or(text("standard_name"))
+        .unwrap_or(layer.path.name());
+    let title = match text("units") {
+        Some(u) => format!("{name} ({u})"),
+        None => name.to_string(),
+    };
+    let rgba = map::legend(&style, &title, width, height);
+    map::encode(Picture::Png, width, height, &rgba)
+}
+
+/// The Cache-Control of pictures of `layer`: immutable when it is read at
+/// an Icechunk snapshot, else the policy of its mount.
+pub async fn cache_control(state: &AppState, layer: &MapLayer) -> HeaderValue {
+    if state.service.is_immutable(&layer.path).await {
+        return HeaderValue::from_static("public, max-age=31536000, immutable");
+    }
+    state.cache_control.of(layer.path.as_str()).clone()
+}
+
+/// The server's address as the client reached it, for absolute links.
+pub fn base_url(state: &AppState, headers: &HeaderMap) -> String {
+    let get = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(|v| v.split(',').next().unwrap_or("").trim().to_string())
+            .filter(|v| !v.is_empty())
+    };
+    let scheme = get("x-forwarded-proto").unwrap_or_else(|| {
+        if state.config.tls_cert.is_some() {
+            "https".into()
+        } else {
+            "http".into()
+        }
+    });
+    let host = get("x-forwarded-host")
+        .or_else(|| get(header::HOST.as_str()))
+        .unwrap_or_else(|| "localhost".into());
+    format!("{scheme}://{host}")
+}
+
+/// What a path segment keeps unescaped in a URL (RFC 3986's unreserved).
+const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
+/// Percent-encodes a path's segments for a URL.
+pub fn url_path(path: &str) -> String {
+    path.split('/')
+        .map(|s| percent_encoding::utf8_percent_encode(s, SEGMENT).to_string())
+        .collect::<Vec<_>>()
+        .join("/")
+}
