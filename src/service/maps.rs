@@ -25,8 +25,14 @@ use crate::zarr::{Array, ArrayBytes, Selection};
 /// The most chunks one picture may decode: past it, the array needs
 /// overviews (a pyramid) for pictures that wide.
 pub const MAX_PICTURE_CHUNKS: usize = 1024;
-/// The most pixels one picture may have (a 4096 x 4096 WMS map).
-pub const MAX_PICTURE_PIXELS: u64 = 4096 * 4096;
+/// The most pixels one picture may have (a 2048 x 2048 WMS map).
+pub const MAX_PICTURE_PIXELS: u64 = 2048 * 2048;
+/// Memory a picture holds per pixel at its peak, nearest neighbour: its
+/// place on the grid (24 bytes), its tap (24), the value read (8), the
+/// weighted sums (16), the value (8) and its colour and share of the
+/// file (8). Bilinear reads four taps a pixel.
+const PIXEL_BYTES: u64 = 96;
+const BILINEAR_PIXEL_BYTES: u64 = 192;
 /// Most layers a WMS lists, and nodes it walks to find them.
 const MAX_LAYERS: usize = 1000;
 const MAX_WALK: usize = 20_000;
@@ -43,6 +49,8 @@ pub struct MapLayer {
     pub others: Vec<OtherDim>,
     /// Its CF attributes (units, long_name, ...).
     pub attributes: Map<String, Value>,
+    /// Its values are single precision (and written as such).
+    pub single: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -81,13 +89,15 @@ impl MapLayer {
 }
 
 /// A picture's values, row by row from the top; NaN where nothing is.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub struct Raster {
     pub width: u32,
     pub height: u32,
     pub values: Vec<f64>,
     /// The pyramid level drawn.
     pub level: usize,
+    /// The memory the picture holds until it is drawn and sent.
+    pub reservation: super::Reservation,
 }
 
 /// The value of a layer at a point.
@@ -225,6 +235,8 @@ impl Service {
             levels,
             others,
             attributes: cf::described_attributes(&meta.attributes),
+            single: Packing::of(&meta)
+                .is_ok_and(|p| p.decoded_dtype(&meta.dtype) == crate::zarr::DataType::Float32),
         })
     }
 
@@ -462,6 +474,14 @@ impl Service {
                 ),
             ));
         }
+        let per_pixel = match resampling {
+            Resampling::Nearest => PIXEL_BYTES,
+            Resampling::Bilinear => BILINEAR_PIXEL_BYTES,
+        };
+        let reservation = self
+            .budget
+            .reserve(pixels * per_pixel, "this picture")
+            .await?;
         let grids: Vec<&GeoGrid> = layer.levels.iter().map(|l| &l.grid).collect();
         let level = warp::level_for(&grids, target);
         let grid = &layer.levels[level].grid;
@@ -480,6 +500,7 @@ impl Service {
             height: target.height,
             values: warp::resample(target.pixels(), &taps, |i| values[i]),
             level,
+            reservation,
         })
     }
 

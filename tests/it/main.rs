@@ -13,6 +13,7 @@ mod documents;
 mod http;
 mod http_write;
 mod images;
+mod maps;
 mod node_writes;
 mod peers;
 mod properties;

@@ -12,7 +12,7 @@ use crate::http::input::credentials::Caller;
 use crate::http::input::labels;
 use crate::http::output::map::{self, Drawing, Picture};
 use crate::http::state::AppState;
-use crate::service::{MapLayer, Query};
+use crate::service::{MapLayer, Query, Reservation};
 use crate::store::node_path;
 use crate::zarr::geo::warp::{Resampling, Target};
 
@@ -77,24 +77,26 @@ pub async fn draw(
     target: &Target,
     picture: Picture,
 ) -> ApiResult<Vec<u8>> {
-    let rgba = paint(state, layer, q, target).await?;
+    let (rgba, _held) = paint(state, layer, q, target).await?;
     map::encode(picture, target.width, target.height, &rgba)
 }
 
-/// The layer drawn over `target`, as RGBA.
+/// The layer drawn over `target`, as RGBA, with the memory it holds.
 pub async fn paint(
     state: &AppState,
     layer: &MapLayer,
     q: &MapQuery,
     target: &Target,
-) -> ApiResult<Vec<u8>> {
+) -> ApiResult<(Vec<u8>, Reservation)> {
     let style = style(state, layer, q).await?;
     let resampling = q.drawing.resampling.unwrap_or(Resampling::Nearest);
     let raster = state
         .service
         .render_map(layer, &q.query, target, resampling)
         .await?;
-    Ok(map::paint(&raster.values, &style))
+    // The raster's reservation covers the colours and the file too.
+    let rgba = map::paint(&raster.values, &style);
+    Ok((rgba, raster.reservation))
 }
 
 /// The drawing's style, its range found where the request gives none.

@@ -20,7 +20,7 @@ use crate::http::input::credentials::Caller;
 use crate::http::output::map::{self as drawing, colormap_names, Picture};
 use crate::http::output::xml::escape;
 use crate::http::state::AppState;
-use crate::service::{Axis, MapLayer, OtherDim, MAX_PICTURE_PIXELS};
+use crate::service::{number_json, Axis, MapLayer, OtherDim, MAX_PICTURE_PIXELS};
 use crate::store::StoreKey;
 use crate::zarr::geo::warp::Target;
 use crate::zarr::geo::Crs;
@@ -479,6 +479,7 @@ async fn get_map(
         }
     };
     let pixels = frame.target.pixels();
+    let mut held = Vec::new();
     let mut canvas = vec![0u8; pixels * 4];
     if !transparent {
         for px in canvas.chunks_exact_mut(4) {
@@ -492,7 +493,8 @@ async fn get_map(
             frame.styles.get(i).map(String::as_str),
             caller.clone(),
         )?;
-        let rgba = maps::paint(state, layer, &q, &frame.target).await?;
+        let (rgba, reservation) = maps::paint(state, layer, &q, &frame.target).await?;
+        held.push(reservation);
         // Layers drawn in order, each over those before (its colours are opaque).
         for (dst, src) in canvas.chunks_exact_mut(4).zip(rgba.chunks_exact(4)) {
             if src[3] != 0 {
@@ -501,6 +503,7 @@ async fn get_map(
         }
     }
     let bytes = drawing::encode(picture, frame.target.width, frame.target.height, &canvas)?;
+    drop(held);
     let cache = maps::cache_control(state, &frame.layers[0]).await;
     Ok(drawing::answer(bytes, picture.media_type(), headers, cache))
 }
@@ -554,7 +557,7 @@ async fn feature_info(
         properties.insert(
             "value".into(),
             if found.value.is_finite() {
-                json!(found.value)
+                number_json(found.value, layer.single)
             } else {
                 Value::Null
             },

@@ -1,0 +1,119 @@
+//! Maps over the demo's `climate/t2m` (descending latitudes, 0-360
+//! longitudes): tiles and WMS answer its values where they are on Earth,
+//! refuse what is not a map, and hold pictures to the memory budget.
+
+use crate::common::app::TestApp;
+use zarrd::config::{Config, Recheck};
+
+async fn demo(config: Config) -> TestApp {
+    TestApp::with(zarrd::demo::store().await.unwrap(), config)
+}
+
+fn config() -> Config {
+    Config {
+        recheck_cached: Recheck::Never,
+        ..Config::default()
+    }
+}
+
+fn png_size(body: &[u8]) -> (u32, u32) {
+    let reader = png::Decoder::new(std::io::Cursor::new(body))
+        .read_info()
+        .unwrap();
+    (reader.info().width, reader.info().height)
+}
+
+#[tokio::test]
+async fn a_tile_is_a_picture_and_feature_info_is_the_stored_value() {
+    let app = demo(config()).await;
+    let tile = app
+        .get("/tiles/climate/t2m/WorldCRS84Quad/0/1/0.png?vmin=-40&vmax=40")
+        .await;
+    assert_eq!(tile.status, 200, "{}", String::from_utf8_lossy(&tile.body));
+    assert_eq!(tile.headers["content-type"], "image/png");
+    assert_eq!(png_size(&tile.body), (256, 256));
+    // Pixel (40, 30) of 180 x 180 over 0..180 E, 90 S..90 N: 40.5 E,
+    // 59.5 N, nearest the cell at lat 60 (index 7) and lon 40 (index 10).
+    let info = app
+        .get("/wms?SERVICE=WMS&VERSION=1.3.0&REQUEST=GetFeatureInfo&QUERY_LAYERS=climate/t2m&LAYERS=climate/t2m&CRS=CRS:84&BBOX=0,-90,180,90&WIDTH=180&HEIGHT=180&I=40&J=30&INFO_FORMAT=application/json")
+        .await;
+    assert_eq!(info.status, 200, "{}", String::from_utf8_lossy(&info.body));
+    let feature = &info.json()["features"][0]["properties"];
+    assert_eq!(
+        feature["index"],
+        serde_json::json!({"time": 0, "lat": 7, "lon": 10})
+    );
+    let stored = app
+        .get("/api/v1/data/climate/t2m?select=0,7,10&format=json")
+        .await
+        .json();
+    assert_eq!(feature["value"], stored["data"]);
+    // The same place as -140 W... is 220 E on this 0-360 grid.
+    let west = app
+        .get("/wms?SERVICE=WMS&VERSION=1.3.0&REQUEST=GetFeatureInfo&QUERY_LAYERS=climate/t2m&LAYERS=climate/t2m&CRS=EPSG:4326&BBOX=0,-180,10,-170&WIDTH=10&HEIGHT=10&I=0&J=0&INFO_FORMAT=application/json")
+        .await;
+    let lon = &west.json()["features"][0]["properties"]["index"]["lon"];
+    assert_eq!(lon, 45, "-179.5 is 180.5 E, nearest lon 180 (index 45)");
+}
+
+#[tokio::test]
+async fn capabilities_list_georeferenced_arrays_with_their_times() {
+    let app = demo(config()).await;
+    let caps = app.get("/wms?service=wms&request=GetCapabilities").await;
+    assert_eq!(caps.status, 200);
+    let text = String::from_utf8(caps.body).unwrap();
+    assert!(text.contains("<Name>climate/t2m</Name>"), "{text}");
+    assert!(!text.contains("<Name>v3/elevation</Name>"));
+    assert!(text.contains("<Dimension name=\"time\" units=\"ISO8601\" default=\"2024-01-01"));
+    let tj = app
+        .get("/tiles/climate/t2m/WebMercatorQuad/tilejson.json")
+        .await
+        .json();
+    assert_eq!(
+        tj["bounds"],
+        serde_json::json!([-180.0, -90.0, 180.0, 90.0])
+    );
+}
+
+#[tokio::test]
+async fn what_is_not_a_map_is_refused_clearly() {
+    let app = demo(config()).await;
+    let not_map = app
+        .get("/tiles/v3/elevation/WebMercatorQuad/0/0/0.png")
+        .await;
+    assert_eq!(
+        (not_map.status.as_u16(), not_map.code().as_str()),
+        (404, "not_georeferenced")
+    );
+    let outside = app
+        .get("/tiles/climate/t2m/WebMercatorQuad/2/4/0.png")
+        .await;
+    assert_eq!(
+        (outside.status.as_u16(), outside.code().as_str()),
+        (404, "no_such_tile")
+    );
+    let wms = app
+        .get("/wms?SERVICE=WMS&REQUEST=GetMap&LAYERS=v3/elevation&CRS=CRS:84&BBOX=0,0,1,1&WIDTH=1&HEIGHT=1&FORMAT=image/png")
+        .await;
+    assert_eq!(wms.status, 404);
+    assert!(String::from_utf8_lossy(&wms.body).contains("code=\"LayerNotDefined\""));
+}
+
+#[tokio::test]
+async fn a_picture_holds_its_memory_from_the_budget() {
+    let app = demo(Config {
+        memory_budget: 64 << 20,
+        ..config()
+    })
+    .await;
+    let big = app
+        .get("/wms?SERVICE=WMS&VERSION=1.3.0&REQUEST=GetMap&LAYERS=climate/t2m&STYLES=&CRS=CRS:84&BBOX=-180,-90,180,90&WIDTH=2048&HEIGHT=2048&FORMAT=image/png")
+        .await;
+    assert_eq!(big.status, 413, "{}", String::from_utf8_lossy(&big.body));
+    assert!(String::from_utf8_lossy(&big.body).contains("memory budget"));
+    let small = app
+        .get("/wms?SERVICE=WMS&VERSION=1.3.0&REQUEST=GetMap&LAYERS=climate/t2m&STYLES=&CRS=CRS:84&BBOX=-180,-90,180,90&WIDTH=512&HEIGHT=256&FORMAT=image/png")
+        .await;
+    assert_eq!(small.status, 200);
+    assert_eq!(png_size(&small.body), (512, 256));
+}
