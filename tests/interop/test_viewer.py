@@ -13,10 +13,12 @@ import os
 import re
 import subprocess
 import sys
+import time
 import urllib.parse
 import urllib.request
 
 import numpy as np
+from PIL import Image
 import pytest
 
 from conftest import start_zarrd, stop
@@ -1017,4 +1019,46 @@ def test_reductions_run_on_the_server_and_axes_carry_coordinates(server, hierarc
     page = v.open("/view/climate/temperature?tab=code&reduce=max")
     code = page.locator('pre[data-lang="zarrd"]').text_content()
     assert '.max(["time"])' in code and "zarrd.Client" in code
+    assert v.unexpected_errors() == []
+
+
+def test_a_georeferenced_array_is_shown_on_a_map_of_its_tiles(demo_server, viewer):
+    """The demo's climate/t2m (descending latitudes, 0-360 longitudes) in
+    the map tab: OpenLayers draws the server's WebMercatorQuad tiles, and
+    the map at zoom 1 centred on 0, 0 is exactly the four tiles of zoom 1."""
+    v = viewer(demo_server)
+    tiles = []
+    v.page.on("response", lambda r: tiles.append(r) if "/tiles/climate/t2m/WebMercatorQuad/1/" in r.url else None)
+    page = v.open("/view/climate/t2m?tab=map&index=100,0,0&vmin=-40&vmax=40&at=1/0/0")
+    expect(page.locator("#tab-map")).to_be_visible()
+    # At whole pixels of the page, so the screenshot is the canvas itself.
+    page.add_style_tag(content="#map { position: fixed; inset: auto; left: 0; top: 0; width: 512px; height: 512px; z-index: 100000; } #map .ol-control { display: none; }")
+    page.wait_for_function("() => !document.querySelector('#map-legend').hidden")
+    deadline = time.time() + 30
+    while len({r.url for r in tiles}) < 4 and time.time() < deadline:
+        page.wait_for_timeout(100)
+    assert all("isel.time=100" in r.url and r.status == 200 for r in tiles), [r.url for r in tiles]
+    page.wait_for_timeout(1500)  # OpenLayers fades tiles in
+    shot = np.asarray(Image.open(io.BytesIO(page.locator("#map canvas").first.screenshot())).convert("RGBA"))
+    assert shot.shape[:2] == (512, 512)
+
+    def tile(x, y):
+        with urllib.request.urlopen(f"{demo_server}/tiles/climate/t2m/WebMercatorQuad/1/{x}/{y}.png?isel.time=100&cmap=viridis&vmin=-40&vmax=40") as r:
+            return np.asarray(Image.open(io.BytesIO(r.read())).convert("RGBA"))
+
+    want = np.vstack([np.hstack([tile(0, 0), tile(1, 0)]), np.hstack([tile(0, 1), tile(1, 1)])])
+    opaque = want[:, :, 3] == 255
+    # Where a tile is transparent the map shows the panel's background.
+    close = (np.abs(shot[:, :, :3].astype(int) - want[:, :, :3].astype(int)) <= 2).all(axis=2)
+    if close[opaque].mean() <= 0.99:
+        Image.fromarray(shot).save(os.path.join(SHOTS, "map-shot.png"))
+    assert close[opaque].mean() > 0.99, f"{(~close[opaque]).sum()} pixels differ"
+    # Another time at the slider: new tiles, and the address says where the map is.
+    page.fill("#dim-index-0", "200")
+    page.wait_for_url(re.compile(r"index=200"))
+    deadline = time.time() + 30
+    while not any("isel.time=200" in r.url for r in tiles) and time.time() < deadline:
+        page.wait_for_timeout(100)
+    assert any("isel.time=200" in r.url for r in tiles)
+    assert "at=1/0/0" in page.url
     assert v.unexpected_errors() == []

@@ -181,6 +181,7 @@ pub async fn meta(
                     StoreKey::new(&prefix).is_ok_and(|p| parent.is_at_or_below(&p))
                 });
                 if may_read {
+                    out.insert("map".into(), super::maps::map_json(&state, &key).await?);
                     if let Some(view) = state.service.dataset(&parent).await? {
                         let (coords, shares) = coordinates_of(&view, key.name(), &dims);
                         out.insert("coordinates".into(), coords);

@@ -185,3 +185,47 @@ pub fn url_path(path: &str) -> String {
         .collect::<Vec<_>>()
         .join("/")
 }
+
+/// Longitudes as web maps want bounds: within -180 to 180.
+pub fn bounds_degrees(layer: &MapLayer) -> [f64; 4] {
+    let [mut w, s, mut e, n] = layer.grid().bounds_degrees();
+    if e - w >= 359.999 {
+        (w, e) = (-180.0, 180.0);
+    } else if w >= 180.0 {
+        (w, e) = (w - 360.0, e - 360.0);
+    } else if e > 180.0 {
+        (w, e) = (-180.0, 180.0);
+    }
+    [w.max(-180.0), s.max(-90.0), e.min(180.0), n.min(90.0)]
+}
+
+/// What `/api/v1/meta` says of an array as a map: where it is and where
+/// its tiles are, or why it is not one.
+pub async fn map_json(
+    state: &AppState,
+    path: &crate::store::StoreKey,
+) -> ApiResult<serde_json::Value> {
+    use serde_json::json;
+    match state.service.map_layer(path).await {
+        Ok(layer) => {
+            let grid = layer.grid();
+            let base = format!("/tiles/{}", url_path(path.as_str()));
+            Ok(json!({
+                "georeferenced": true,
+                "crs": grid.crs.name,
+                "x": layer.dims[grid.x_dim],
+                "y": layer.dims[grid.y_dim],
+                "bounds": bounds_degrees(&layer),
+                "levels": layer.levels.iter().map(|l| l.path.as_str()).collect::<Vec<_>>(),
+                "tiles": format!("{base}/WebMercatorQuad/{{z}}/{{x}}/{{y}}.png"),
+                "tilejson": format!("{base}/WebMercatorQuad/tilejson.json"),
+                "legend": format!("{base}/legend.png"),
+            }))
+        }
+        // Metadata describes the array whatever its map would say.
+        Err(e) => Ok(json!({
+            "georeferenced": false,
+            "why": e.message,
+        })),
+    }
+}

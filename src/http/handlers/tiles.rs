@@ -263,19 +263,6 @@ fn max_zoom(layer: &MapLayer, tms: TileMatrixSet) -> u32 {
     }
 }
 
-/// Longitudes as web maps want bounds: within -180 to 180.
-fn bounds_degrees(layer: &MapLayer) -> [f64; 4] {
-    let [mut w, s, mut e, n] = layer.grid().bounds_degrees();
-    if e - w >= 359.999 {
-        (w, e) = (-180.0, 180.0);
-    } else if w >= 180.0 {
-        (w, e) = (w - 360.0, e - 360.0);
-    } else if e > 180.0 {
-        (w, e) = (-180.0, 180.0);
-    }
-    [w.max(-180.0), s.max(-90.0), e.min(180.0), n.min(90.0)]
-}
-
 fn tile_template(layer: &MapLayer, tms: TileMatrixSet, base: &str) -> String {
     format!(
         "{base}/tiles/{}/{}",
@@ -291,7 +278,7 @@ fn tilejson(layer: &MapLayer, tms: TileMatrixSet, base: &str, query: Option<&str
         .filter(|q| !q.is_empty())
         .map(|q| format!("?{q}"))
         .unwrap_or_default();
-    let [w, s, e, n] = bounds_degrees(layer);
+    let [w, s, e, n] = maps::bounds_degrees(layer);
     let maxzoom = max_zoom(layer, tms);
     json!({
         "tilejson": "3.0.0",
@@ -309,7 +296,7 @@ fn tilejson(layer: &MapLayer, tms: TileMatrixSet, base: &str, query: Option<&str
 
 /// The tileset's metadata, as OGC API – Tiles describes one.
 fn tileset(layer: &MapLayer, tms: TileMatrixSet, base: &str) -> Value {
-    let [w, s, e, n] = bounds_degrees(layer);
+    let [w, s, e, n] = maps::bounds_degrees(layer);
     let maxzoom = max_zoom(layer, tms);
     let root = tile_template(layer, tms, base);
     json!({

@@ -9,6 +9,7 @@ import { renderMeta, renderChunkGrid } from "./meta.js";
 import { Heatmap } from "./heatmap.js";
 import { LinePlot } from "./lineplot.js";
 import { TableView } from "./table.js";
+import { MapView } from "./map.js";
 import { renderSnippets } from "./snippets.js";
 import { DimControls, dimLabel, dimNames, hiddenDims } from "./dims.js";
 import { Hover } from "./hover.js";
@@ -16,7 +17,7 @@ import { el, dtypeName, formatBytes, formatTick } from "./format.js";
 import { env, state, readURL, writeURL, applyParams } from "./state.js";
 
 const $ = (id) => document.getElementById(id);
-const TABS = ["heatmap", "line", "table", "meta", "code"];
+const TABS = ["heatmap", "map", "line", "table", "meta", "code"];
 const NARROW = window.matchMedia("(max-width: 760px)");
 
 let infos = new Map();
@@ -37,6 +38,15 @@ dims.onCoords = () => {
 };
 let heatmap;
 let line;
+const mapView = new MapView({
+  container: $("map"),
+  legend: $("map-legend"),
+  provider,
+  onMove: (at) => {
+    state.at = at;
+    writeURL("replace");
+  },
+});
 const table = new TableView({
   provider,
   table: $("values"),
@@ -238,6 +248,7 @@ async function openNode(path, params, mode, keepPrefs = false, reload = false) {
     heatmap.clear();
     line.clear();
     table.clear();
+    mapView.clear();
     hover.reset();
     dims.clear();
     aspectChoice = null;
@@ -324,6 +335,12 @@ function keepAspect(view) {
   return aspectChoice ?? (ratio <= 8 && ratio >= 1 / 8);
 }
 
+/** The positions of a map's y and x dimensions. */
+function mapDims(m) {
+  const names = m.dimensions || [];
+  return [names.indexOf(m.map.y), names.indexOf(m.map.x)];
+}
+
 function heatmapView() {
   const m = state.meta;
   const labels = labelsOf(m);
@@ -402,9 +419,12 @@ function renderToolbar() {
   const k = state.kind;
   const isHeat = t === "heatmap";
   const isLine = t === "line";
-  $("view-toolbar").hidden = !(isHeat || isLine);
-  $("color-tools").hidden = !isHeat || k.rgb;
+  const isMap = t === "map";
+  $("view-toolbar").hidden = !(isHeat || isLine || isMap);
+  $("color-tools").hidden = !(isHeat || isMap) || k.rgb;
   $("aspect-tools").hidden = !isHeat;
+  // The map zooms itself (its own buttons, the wheel, pinches).
+  document.querySelector("#view-toolbar .zoom-tools").hidden = isMap;
   for (const id of ["scale", "vmin", "vmax", "auto-range"]) $(id).disabled = isHeat && k.rgb;
   $("vmin-label").textContent = isLine ? "Y min" : "Min";
   $("vmax-label").textContent = isLine ? "Y max" : "Max";
@@ -415,7 +435,7 @@ function renderToolbar() {
   if (isLine) vmin.placeholder = vmax.placeholder = "auto";
   vmin.value = state.vmin === null ? "" : String(state.vmin);
   vmax.value = state.vmax === null ? "" : String(state.vmax);
-  const dataTab = isHeat || isLine || t === "table" || t === "code";
+  const dataTab = isHeat || isLine || isMap || t === "table" || t === "code";
   $("selection-bar").hidden = !(k.ndim >= 2 && dataTab);
   $("statusbar").hidden = !(isHeat || isLine);
 }
@@ -431,7 +451,10 @@ function render() {
     return;
   }
   renderToolbar();
-  if (m.node_type === "array" && k.ndim >= 1) dims.update(state, { tab: state.tab });
+  if (m.node_type === "array" && k.ndim >= 1) {
+    // A map shows its x and y: the sliders are the other dimensions'.
+    dims.update(state.tab === "map" ? { ...state, dims: mapDims(m) } : state, { tab: state.tab });
+  }
   switch (state.tab) {
     case "heatmap": {
       const view = heatmapView();
@@ -439,6 +462,9 @@ function render() {
       heatmap.show(view);
       break;
     }
+    case "map":
+      mapView.show({ path: state.path, meta: m, index: state.index, cmap: state.cmap, scale: state.scale, vmin: state.vmin, vmax: state.vmax, at: state.at });
+      break;
     case "line":
       line.show(lineView());
       break;

@@ -158,8 +158,11 @@ export class DimControls {
     this.rows.value = String(r);
     this.cols.value = String(c);
     const line = tab === "line";
-    // A line displays one dimension: the columns' one, on its x axis.
-    for (const e of [this.rows, this.rowsLabel, this.swap]) e.hidden = line;
+    const map = tab === "map";
+    // A line displays one dimension: the columns' one, on its x axis; a
+    // map its own x and y.
+    for (const e of [this.rows, this.rowsLabel, this.swap]) e.hidden = line || map;
+    this.cols.hidden = this.colsLabel.hidden = map;
     this.colsLabel.textContent = line ? "X axis" : "Columns";
     this.reduce.value = state.reduce || "";
     // The server reduces dimensions by name.

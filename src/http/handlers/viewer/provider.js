@@ -32,6 +32,8 @@ export const httpProvider = {
       vmax: response.headers.get("X-Zarr-Vmax"),
     };
   },
+  /** A map tile or legend (a `/tiles/` URL), as an image, with the token. */
+  picture: async (url, options) => (await request(url, options)).blob(),
   /** The thumbnail of an array in the tree, as an image. */
   thumbnail: async (path, options) => (await request(urls.preview(path), options)).blob(),
   /** One level of stored keys below `prefix` (`/zarr/{prefix}/`). */

@@ -23,6 +23,7 @@ export const state = {
   offset: null,
   lastData: null, // the data tab shown last: what the code tab reproduces
   reduce: null, // a reduction of the dimensions not displayed (mean, max, …)
+  at: null, // the map's [zoom, lon, lat]
 };
 
 /** The reductions the viewer offers over the dimensions not displayed. */
@@ -40,6 +41,15 @@ function number(s) {
   if (s === null || s.trim() === "") return null;
   const v = Number(s);
   return Number.isFinite(v) ? v : null;
+}
+
+// `zoom/lon/lat`, as web maps write a place.
+function parseAt(s) {
+  if (!s) return null;
+  const v = s.split("/").map(Number);
+  if (v.length !== 3 || !v.every(Number.isFinite)) return null;
+  const [z, lon, lat] = v;
+  return z >= 0 && z <= 24 && Math.abs(lat) <= 85 && Math.abs(lon) <= 540 ? v : null;
 }
 
 function parseZoom(s) {
@@ -76,6 +86,7 @@ export function readURL() {
     zoom: parseZoom(q.get("zoom")),
     offset: intList(q.get("offset")),
     reduce: REDUCTIONS.includes(q.get("reduce")) ? q.get("reduce") : null,
+    at: parseAt(q.get("at")),
   };
 }
 
@@ -106,7 +117,8 @@ function urlOf() {
     q.push(["zoom", z.length === 4 ? `${z[0]}:${z[1]},${z[2]}:${z[3]}` : `${z[0]}:${z[1]}`]);
   }
   if (state.offset) q.push(["offset", state.offset.join(",")]);
-  const search = q.map(([key, v]) => `${key}=${encodeURIComponent(v).replace(/%3A/g, ":").replace(/%2C/g, ",")}`).join("&");
+  if (state.tab === "map" && state.at) q.push(["at", state.at.join("/")]);
+  const search = q.map(([key, v]) => `${key}=${encodeURIComponent(v).replace(/%3A/g, ":").replace(/%2C/g, ",").replace(/%2F/g, "/")}`).join("&");
   return `${viewHref(state.path)}${search ? `?${search}` : ""}`;
 }
 
@@ -135,12 +147,14 @@ export function kindOf(meta) {
   const rgb = name === "uint8" && n >= 3 && (meta.shape[n - 1] === 3 || meta.shape[n - 1] === 4);
   const tabs = [];
   if (n >= 2 && numeric && !empty) tabs.push("heatmap");
+  // Arrays the server places on Earth (`map` in their metadata).
+  if (n >= 2 && numeric && !empty && meta.map && meta.map.georeferenced) tabs.push("map");
   // A line of one dimension: of a 1-D array, or of an N-D one with the
   // others at the sliders' positions or reduced (an area-mean series).
   if (n >= 1 && numeric && !empty && !rgb) tabs.push("line");
   if (!empty) tabs.push("table");
   tabs.push("meta", "code");
-  return { tabs, ndim: n, numeric, rgb, canDraw: tabs.includes("heatmap") || tabs.includes("line") };
+  return { tabs, ndim: n, numeric, rgb, canDraw: tabs.includes("heatmap") || tabs.includes("line") || tabs.includes("map") };
 }
 
 function clampInt(v, lo, hi) {
@@ -182,6 +196,7 @@ export function applyParams(p, keepPrefs) {
     if (a < b && b <= shape[0] && !(a === 0 && b === shape[0])) state.zoom = p.zoom;
   }
   state.reduce = n >= 2 && p.reduce ? p.reduce : null;
+  state.at = p.at || null;
   state.offset = p.offset && p.offset.length === 2 && p.offset.every((v) => v >= 0) && p.offset.some((v) => v > 0) ? p.offset : null;
   if (["heatmap", "line", "table"].includes(state.tab)) state.lastData = state.tab;
   else state.lastData = k.tabs[0] === "table" ? "table" : k.tabs[0];
