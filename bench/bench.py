@@ -18,7 +18,8 @@ against selection size, requests/s against connections, plotted), scaleout
 (a NetCDF file's kerchunk and VirtualiZarr references and Icechunk
 repositories vs the same array as plain Zarr, and vs xarray in-process),
 protocols (HTTP/2 vs HTTP/1.1 over TLS), reductions (server-side means vs
-xarray), scaling (speed against the cores the servers are pinned to).
+xarray), scaling (speed against the cores the servers are pinned to), maps
+(tiles vs xpublish-tiles, warm and cold).
 """
 
 import argparse
@@ -36,6 +37,7 @@ import numpy as np
 
 import corpus
 import growth
+import maps
 import measure
 import report
 import scaleout
@@ -517,7 +519,7 @@ SECTIONS = {"raw": section_raw, "clients": section_clients, "slicing": section_s
             "peers": section_peers, "memory": section_memory, "writes": section_writes,
             "viewport": viewport.section, "growth": growth.section, "scaleout": scaleout.section,
             "virtual": virtual.section, "protocols": protocols.section, "reductions": reductions.section,
-            "scaling": scaling.section}
+            "scaling": scaling.section, "maps": maps.section}
 
 
 def main():

@@ -405,6 +405,25 @@ def scaling_tables(sec):
     return lines
 
 
+def maps_tables(sec):
+    if "skipped" in sec:
+        return [f"Skipped: {sec['skipped']}."]
+    lines = [f"Tiles of zoom {sec['zoom']} (WebMercatorQuad, 256², PNG) of a {sec['grid']} grid, "
+             f"{sec['connections']} requests in flight; the pictures of the same tile agree on "
+             f"{', '.join(f'{100 * a:.1f}%' for a in sec['pictures_alike'])} of the pixels both draw.", "",
+             "| tiles | zarrd tiles/s | zarrd p99 ms | xpublish-tiles tiles/s | xpublish-tiles p99 ms | zarrd / xpublish-tiles |",
+             "|---|---|---|---|---|---|"]
+    for kind in ("warm", "cold"):
+        z, x = sec["rows"][kind]["zarrd"], sec["rows"][kind]["xpublish-tiles"]
+        lines.append(f"| {kind} | {fmt(z['tiles_per_s'])} | {fmt(z['p99_ms'])} | "
+                     f"{fmt(x['tiles_per_s'])} | {fmt(x['p99_ms'])} | "
+                     f"{verdict(sec[kind + '_ratio'], sec['goals'][kind])} |")
+    rss = sec["peak_rss"]
+    lines += ["", f"Peak resident memory: zarrd {rss['zarrd'] / 2**20:.0f} MiB, "
+              f"xpublish-tiles {rss['xpublish-tiles'] / 2**20:.0f} MiB."]
+    return lines
+
+
 TITLES = {
     "raw": ("1. Raw keys: zarrd vs nginx (wrk)", raw_table),
     "clients": ("2. Clients through zarrd's /zarr/ vs through nginx (client-side decoding)", clients_table),
@@ -419,6 +438,7 @@ TITLES = {
     "protocols": ("11. The viewer's view over HTTP/2 vs HTTP/1.1 (TLS)", protocols_table),
     "reductions": ("12. Reductions on the server vs xarray in a notebook", reductions_table),
     "scaling": ("13. Speed against cores: zarrd vs nginx and TensorStore", scaling_tables),
+    "maps": ("14. Map tiles: zarrd vs xpublish-tiles", maps_tables),
 }
 
 

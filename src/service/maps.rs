@@ -577,11 +577,11 @@ impl Service {
         }
         // Rows then columns, in the order the dimensions come.
         let x_first = grid.x_dim < grid.y_dim;
+        let (row_at, col_at) = (Positions::of(&rows), Positions::of(&cols));
         Ok(taps
             .iter()
             .map(|t| {
-                let r = rows.binary_search(&t.row).unwrap_or(0);
-                let c = cols.binary_search(&t.col).unwrap_or(0);
+                let (r, c) = (row_at.get(t.row), col_at.get(t.col));
                 let i = if x_first {
                     c * rows.len() + r
                 } else {
@@ -705,6 +705,43 @@ impl Service {
             }
         }
         false
+    }
+}
+
+/// Where each index is in a sorted list of distinct indices: a table
+/// over their span when it is short (a tile's rows are), else a search.
+struct Positions<'a> {
+    sorted: &'a [u64],
+    first: u64,
+    table: Vec<u32>,
+}
+
+impl<'a> Positions<'a> {
+    fn of(sorted: &'a [u64]) -> Self {
+        let first = sorted.first().copied().unwrap_or(0);
+        let span = sorted.last().map_or(0, |&l| l - first + 1);
+        let table = if span <= 1 << 20 {
+            let mut t = vec![0u32; span as usize];
+            for (i, &v) in sorted.iter().enumerate() {
+                t[(v - first) as usize] = i as u32;
+            }
+            t
+        } else {
+            Vec::new()
+        };
+        Positions {
+            sorted,
+            first,
+            table,
+        }
+    }
+
+    fn get(&self, v: u64) -> usize {
+        if self.table.is_empty() {
+            self.sorted.binary_search(&v).unwrap_or(0)
+        } else {
+            self.table[(v - self.first) as usize] as usize
+        }
     }
 }
 

@@ -119,6 +119,14 @@ impl Crs {
         }
     }
 
+    /// Whether points of this CRS and of `other` map x to x and y to y
+    /// alone (degrees and Web Mercator), so a picture's columns and rows
+    /// can be carried over once each instead of pixel by pixel.
+    pub fn separable_with(&self, other: &Crs) -> bool {
+        let simple = |c: &Crs| matches!(c.kind, Kind::Degrees | Kind::WebMercator);
+        simple(self) && simple(other)
+    }
+
     pub fn is_degrees(&self) -> bool {
         matches!(self.kind, Kind::Degrees)
     }

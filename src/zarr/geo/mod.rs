@@ -160,6 +160,11 @@ impl GeoGrid {
     /// outside. Longitudes are taken round the circle to the grid's own
     /// range, so 0–360 grids answer -180–180 points and the reverse.
     pub fn locate(&self, (x, y): (f64, f64)) -> Option<(f64, f64)> {
+        Some((self.row(y)?, self.column(x)?))
+    }
+
+    /// The fractional column of `x` (longitudes round the circle).
+    pub fn column(&self, x: f64) -> Option<f64> {
         let x = if self.crs.is_degrees() {
             let (a, b) = self.x.edges();
             let west = a.min(b);
@@ -167,7 +172,12 @@ impl GeoGrid {
         } else {
             x
         };
-        Some((self.y.index(y)?, self.x.index(x)?))
+        self.x.index(x)
+    }
+
+    /// The fractional row of `y`.
+    pub fn row(&self, y: f64) -> Option<f64> {
+        self.y.index(y)
     }
 
     /// The cells' outer edges: `[min x, min y, max x, max y]` in its CRS.

@@ -58,6 +58,9 @@ pub struct Tap {
 /// Where each pixel of `target` falls in `grid`: fractional (row,
 /// column), `None` outside the grid or where the CRS cannot reach.
 pub fn locate(grid: &GeoGrid, target: &Target) -> Vec<Option<(f64, f64)>> {
+    if target.crs.separable_with(&grid.crs) {
+        return locate_separable(grid, target);
+    }
     let mut points: Vec<(f64, f64)> = (0..target.height)
         .flat_map(|r| (0..target.width).map(move |c| (c, r)))
         .map(|(c, r)| target.centre(c as f64, r as f64))
@@ -73,6 +76,36 @@ pub fn locate(grid: &GeoGrid, target: &Target) -> Vec<Option<(f64, f64)>> {
             }
         })
         .collect()
+}
+
+/// [`locate`] where columns map to columns and rows to rows: each carried
+/// over once.
+fn locate_separable(grid: &GeoGrid, target: &Target) -> Vec<Option<(f64, f64)>> {
+    let (cx, cy) = target.centre(0.0, 0.0);
+    let mut xs: Vec<(f64, f64)> = (0..target.width)
+        .map(|c| (target.centre(c as f64, 0.0).0, cy))
+        .collect();
+    let mut ys: Vec<(f64, f64)> = (0..target.height)
+        .map(|r| (cx, target.centre(0.0, r as f64).1))
+        .collect();
+    target.crs.transform(&grid.crs, &mut xs);
+    target.crs.transform(&grid.crs, &mut ys);
+    let finite = |v: f64| v.is_finite().then_some(v);
+    let cols: Vec<Option<f64>> = xs
+        .iter()
+        .map(|p| finite(p.0).and_then(|x| grid.column(x)))
+        .collect();
+    let rows: Vec<Option<f64>> = ys
+        .iter()
+        .map(|p| finite(p.1).and_then(|y| grid.row(y)))
+        .collect();
+    let mut out = Vec::with_capacity(target.pixels());
+    for r in &rows {
+        for c in &cols {
+            out.push(r.zip(*c));
+        }
+    }
+    out
 }
 
 /// The elements each pixel reads, in pixel order.
@@ -214,6 +247,28 @@ mod tests {
         let expected: Vec<(u64, u64)> = (0..4).flat_map(|r| (0..8).map(move |c| (r, c))).collect();
         assert_eq!(cells, expected);
         assert_eq!(cells_per_pixel(&grid, &target), Some(1.0));
+    }
+
+    #[test]
+    fn columns_and_rows_carried_once_land_where_each_pixel_would() {
+        let grid = world(180, 360);
+        let target = Target {
+            crs: Crs::web_mercator(),
+            bounds: [-2e6, -1e6, 3e6, 4e6],
+            width: 64,
+            height: 48,
+        };
+        let mut points: Vec<(f64, f64)> = (0..48)
+            .flat_map(|r| (0..64).map(move |c| (c, r)))
+            .map(|(c, r)| target.centre(c as f64, r as f64))
+            .collect();
+        target.crs.transform(&grid.crs, &mut points);
+        let each: Vec<_> = points.into_iter().map(|p| grid.locate(p)).collect();
+        let once = locate(&grid, &target);
+        for (a, b) in each.iter().zip(&once) {
+            let (a, b) = (a.unwrap(), b.unwrap());
+            assert!((a.0 - b.0).abs() < 1e-9 && (a.1 - b.1).abs() < 1e-9);
+        }
     }
 
     #[test]
