@@ -51,6 +51,8 @@ pub struct MapLayer {
     pub attributes: Map<String, Value>,
     /// Its values are single precision (and written as such).
     pub single: bool,
+    /// It is read at an Icechunk snapshot: its pictures never change.
+    pub immutable: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -235,6 +237,7 @@ impl Service {
             levels,
             others,
             attributes: cf::described_attributes(&meta.attributes),
+            immutable: self.is_immutable(path).await,
             single: Packing::of(&meta)
                 .is_ok_and(|p| p.decoded_dtype(&meta.dtype) == crate::zarr::DataType::Float32),
         })
@@ -487,21 +490,115 @@ impl Service {
         let grid = &layer.levels[level].grid;
         let array = self.array(&layer.levels[level].path).await?;
         let fixed = self.fixed(layer, &array, query).await?;
-        // Projecting every pixel is CPU work: on the decoding pool.
-        let (g, t) = (grid.clone(), target.clone());
-        let taps = run_blocking(move || {
-            let located = warp::locate(&g, &t);
-            Ok(warp::taps(&g, &located, resampling))
-        })
-        .await?;
-        let values = self.tap_values(&array, grid, &fixed, &taps).await?;
+        let values = if resampling == Resampling::Nearest && target.crs.separable_with(&grid.crs) {
+            // Degrees and Web Mercator: a picture's rows read grid rows and
+            // its columns grid columns, so its pixels are a table of them.
+            let (rows, cols) = warp::axes(grid, target);
+            let (h, w) = grid.shape();
+            let rows: Vec<Option<u64>> = rows
+                .iter()
+                .map(|r| r.map(|r| warp::nearest(r, h)))
+                .collect();
+            let cols: Vec<Option<u64>> = cols
+                .iter()
+                .map(|c| c.map(|c| warp::nearest(c, w)))
+                .collect();
+            self.table_values(&array, grid, &fixed, &rows, &cols)
+                .await?
+        } else {
+            // Projecting every pixel is CPU work: on the decoding pool.
+            let (g, t) = (grid.clone(), target.clone());
+            let taps = run_blocking(move || {
+                let located = warp::locate(&g, &t);
+                Ok(warp::taps(&g, &located, resampling))
+            })
+            .await?;
+            let values = self.tap_values(&array, grid, &fixed, &taps).await?;
+            warp::resample(target.pixels(), &taps, |i| values[i])
+        };
         Ok(Raster {
             width: target.width,
             height: target.height,
-            values: warp::resample(target.pixels(), &taps, |i| values[i]),
+            values,
             level,
             reservation,
         })
+    }
+
+    /// The values of a picture whose row `r` shows grid row `rows[r]` and
+    /// column `c` grid column `cols[c]` (`None`: off the grid), read as one
+    /// selection of those rows and columns.
+    async fn table_values(
+        &self,
+        array: &Array,
+        grid: &GeoGrid,
+        fixed: &[DimSelector],
+        rows: &[Option<u64>],
+        cols: &[Option<u64>],
+    ) -> Result<Vec<f64>> {
+        let mut out = vec![f64::NAN; rows.len() * cols.len()];
+        let distinct = |v: &[Option<u64>]| {
+            let mut d: Vec<u64> = v.iter().flatten().copied().collect();
+            d.sort_unstable();
+            d.dedup();
+            d
+        };
+        let (ur, uc) = (distinct(rows), distinct(cols));
+        if ur.is_empty() || uc.is_empty() {
+            return Ok(out);
+        }
+        let chunk = array.read_chunk_shape();
+        let (cy, cx) = (chunk[grid.y_dim].max(1), chunk[grid.x_dim].max(1));
+        let chunks_across = |v: &[u64], c: u64| {
+            let mut n: Vec<u64> = v.iter().map(|i| i / c).collect();
+            n.dedup();
+            n.len()
+        };
+        let chunks = chunks_across(&ur, cy) * chunks_across(&uc, cx);
+        if chunks > MAX_PICTURE_CHUNKS {
+            return Err(too_many_chunks(array, chunks));
+        }
+        let mut dims = fixed.to_vec();
+        dims[grid.y_dim] = DimSelector::List(ur.iter().map(|&r| r as i64).collect());
+        dims[grid.x_dim] = DimSelector::List(uc.iter().map(|&c| c as i64).collect());
+        let decoded = self
+            .read_decoded(array, Selection::Orthogonal(dims))
+            .await?;
+        let (row_at, col_at) = (Positions::of(&ur), Positions::of(&uc));
+        let x_first = grid.x_dim < grid.y_dim;
+        let col_pos: Vec<Option<usize>> = cols.iter().map(|c| c.map(|c| col_at.get(c))).collect();
+        for (r, row) in rows.iter().enumerate() {
+            let Some(row) = row else { continue };
+            let pr = row_at.get(*row);
+            let line = &mut out[r * cols.len()..(r + 1) * cols.len()];
+            for (px, pc) in line.iter_mut().zip(&col_pos) {
+                if let Some(pc) = pc {
+                    *px = if x_first {
+                        decoded[pc * ur.len() + pr]
+                    } else {
+                        decoded[pr * uc.len() + pc]
+                    };
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// A selection's elements, decoded.
+    async fn read_decoded(&self, array: &Array, selection: Selection) -> Result<Vec<f64>> {
+        let data = self
+            .read_array(
+                array.clone(),
+                ReadRequest {
+                    selection,
+                    field: None,
+                    fixed_size_only: true,
+                    encoding_per_element: 0,
+                },
+                Residence::InMemory { expansion: 1 },
+            )
+            .await?;
+        decoded_values(array, &data)
     }
 
     /// The decoded value at each tap, read in one selection: the rows and
@@ -522,11 +619,7 @@ impl Service {
         chunks.sort_unstable();
         chunks.dedup();
         if chunks.len() > MAX_PICTURE_CHUNKS {
-            return Err(ServiceError::too_large(format!(
-                "this picture of '{}' would decode {} chunks, more than {MAX_PICTURE_CHUNKS}: zoom in, or give the array overviews (a multiscales pyramid) for pictures this wide",
-                array.path(),
-                chunks.len()
-            )));
+            return Err(too_many_chunks(array, chunks.len()));
         }
         let mut rows: Vec<u64> = taps.iter().map(|t| t.row).collect();
         let mut cols: Vec<u64> = taps.iter().map(|t| t.col).collect();
@@ -559,19 +652,7 @@ impl Service {
                 .collect();
             Selection::Points(points)
         };
-        let data = self
-            .read_array(
-                array.clone(),
-                ReadRequest {
-                    selection,
-                    field: None,
-                    fixed_size_only: true,
-                    encoding_per_element: 0,
-                },
-                Residence::InMemory { expansion: 1 },
-            )
-            .await?;
-        let decoded = decoded_values(array, &data)?;
+        let decoded = self.read_decoded(array, selection).await?;
         if !compact {
             return Ok(decoded);
         }
@@ -667,19 +748,9 @@ impl Service {
                 step: Some(shape[d].div_ceil(512).max(1) as i64),
             };
         }
-        let data = self
-            .read_array(
-                array.clone(),
-                ReadRequest {
-                    selection: Selection::Orthogonal(dims),
-                    field: None,
-                    fixed_size_only: true,
-                    encoding_per_element: 0,
-                },
-                Residence::InMemory { expansion: 1 },
-            )
-            .await?;
-        let mut finite: Vec<f64> = decoded_values(&array, &data)?
+        let mut finite: Vec<f64> = self
+            .read_decoded(&array, Selection::Orthogonal(dims))
+            .await?
             .into_iter()
             .filter(|v| v.is_finite())
             .collect();
@@ -696,7 +767,7 @@ impl Service {
 
     /// Whether what `path` holds can never change (read at an Icechunk
     /// snapshot id), so pictures of it can be kept for good.
-    pub async fn is_immutable(&self, path: &StoreKey) -> bool {
+    async fn is_immutable(&self, path: &StoreKey) -> bool {
         for name in ["zarr.json", ".zarray"] {
             if let Ok(key) = path.join(name) {
                 if let Ok(Some(meta)) = self.store.head(&key).await {
@@ -706,6 +777,13 @@ impl Service {
         }
         false
     }
+}
+
+fn too_many_chunks(array: &Array, chunks: usize) -> ServiceError {
+    ServiceError::too_large(format!(
+        "this picture of '{}' would decode {chunks} chunks, more than {MAX_PICTURE_CHUNKS}: zoom in, or give the array overviews (a multiscales pyramid) for pictures this wide",
+        array.path()
+    ))
 }
 
 /// Where each index is in a sorted list of distinct indices: a table

@@ -181,7 +181,6 @@ pub async fn meta(
                     StoreKey::new(&prefix).is_ok_and(|p| parent.is_at_or_below(&p))
                 });
                 if may_read {
-                    out.insert("map".into(), super::maps::map_json(&state, &key).await?);
                     if let Some(view) = state.service.dataset(&parent).await? {
                         let (coords, shares) = coordinates_of(&view, key.name(), &dims);
                         out.insert("coordinates".into(), coords);
@@ -205,6 +204,10 @@ pub async fn meta(
                     StoreKey::new(&prefix).is_ok_and(|p| parent.is_at_or_below(&p))
                 })
             });
+            // Whether it is a map is read from the coordinates beside it.
+            if may_read_parent {
+                out.insert("map".into(), super::maps::map_json(&state, &key).await);
+            }
             let image = match may_read_parent {
                 true => state.service.level_of(&key).await?,
                 false => None,

@@ -142,8 +142,8 @@ pub async fn legend(
 
 /// The Cache-Control of pictures of `layer`: immutable when it is read at
 /// an Icechunk snapshot, else the policy of its mount.
-pub async fn cache_control(state: &AppState, layer: &MapLayer) -> HeaderValue {
-    if state.service.is_immutable(&layer.path).await {
+pub fn cache_control(state: &AppState, layer: &MapLayer) -> HeaderValue {
+    if layer.immutable {
         return HeaderValue::from_static("public, max-age=31536000, immutable");
     }
     state.cache_control.of(layer.path.as_str()).clone()
@@ -201,16 +201,13 @@ pub fn bounds_degrees(layer: &MapLayer) -> [f64; 4] {
 
 /// What `/api/v1/meta` says of an array as a map: where it is and where
 /// its tiles are, or why it is not one.
-pub async fn map_json(
-    state: &AppState,
-    path: &crate::store::StoreKey,
-) -> ApiResult<serde_json::Value> {
+pub async fn map_json(state: &AppState, path: &crate::store::StoreKey) -> serde_json::Value {
     use serde_json::json;
     match state.service.map_layer(path).await {
         Ok(layer) => {
             let grid = layer.grid();
             let base = format!("/tiles/{}", url_path(path.as_str()));
-            Ok(json!({
+            json!({
                 "georeferenced": true,
                 "crs": grid.crs.name,
                 "x": layer.dims[grid.x_dim],
@@ -220,12 +217,12 @@ pub async fn map_json(
                 "tiles": format!("{base}/WebMercatorQuad/{{z}}/{{x}}/{{y}}.png"),
                 "tilejson": format!("{base}/WebMercatorQuad/tilejson.json"),
                 "legend": format!("{base}/legend.png"),
-            }))
+            })
         }
         // Metadata describes the array whatever its map would say.
-        Err(e) => Ok(json!({
+        Err(e) => json!({
             "georeferenced": false,
             "why": e.message,
-        })),
+        }),
     }
 }

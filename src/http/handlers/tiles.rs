@@ -195,7 +195,7 @@ pub async fn tiles(
                 height: TILE_SIZE,
             };
             let bytes = maps::draw(&state, &layer, &q, &target, picture).await?;
-            let cache = maps::cache_control(&state, &layer).await;
+            let cache = maps::cache_control(&state, &layer);
             Ok(drawing::answer(
                 bytes,
                 picture.media_type(),
@@ -220,7 +220,7 @@ pub async fn tiles(
             let (width, height) = (size("width", 256)?, size("height", 48)?);
             let layer = maps::layer(&state, array).await?;
             let bytes = maps::legend(&state, &layer, &q, width, height).await?;
-            let cache = maps::cache_control(&state, &layer).await;
+            let cache = maps::cache_control(&state, &layer);
             Ok(drawing::answer(bytes, "image/png", &headers, cache))
         }
         Asked::TileJson(array, tms) => {

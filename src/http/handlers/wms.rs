@@ -504,7 +504,7 @@ async fn get_map(
     }
     let bytes = drawing::encode(picture, frame.target.width, frame.target.height, &canvas)?;
     drop(held);
-    let cache = maps::cache_control(state, &frame.layers[0]).await;
+    let cache = maps::cache_control(state, &frame.layers[0]);
     Ok(drawing::answer(bytes, picture.media_type(), headers, cache))
 }
 
@@ -649,6 +649,6 @@ async fn legend(
         })
     };
     let bytes = maps::legend(state, &layer, &q, dim("width", 256)?, dim("height", 48)?).await?;
-    let cache = maps::cache_control(state, &layer).await;
+    let cache = maps::cache_control(state, &layer);
     Ok(drawing::answer(bytes, "image/png", headers, cache))
 }

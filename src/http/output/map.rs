@@ -180,7 +180,9 @@ pub fn encode(picture: Picture, width: u32, height: u32, rgba: &[u8]) -> ApiResu
             encoder.set_depth(png::BitDepth::Eight);
             encoder.set_compression(png::Compression::Fast);
             let mut writer = encoder.write_header().map_err(|e| failed("PNG", e))?;
-            writer.write_image_data(rgba).map_err(|e| failed("PNG", e))?;
+            writer
+                .write_image_data(rgba)
+                .map_err(|e| failed("PNG", e))?;
             writer.finish().map_err(|e| failed("PNG", e))?;
             Ok(out)
         }

@@ -78,9 +78,10 @@ pub fn locate(grid: &GeoGrid, target: &Target) -> Vec<Option<(f64, f64)>> {
         .collect()
 }
 
-/// [`locate`] where columns map to columns and rows to rows: each carried
-/// over once.
-fn locate_separable(grid: &GeoGrid, target: &Target) -> Vec<Option<(f64, f64)>> {
+/// Where columns map to columns and rows to rows ([`Crs::separable_with`]):
+/// the fractional column of each of the picture's columns and row of each
+/// of its rows, each carried over once.
+pub fn axes(grid: &GeoGrid, target: &Target) -> (Vec<Option<f64>>, Vec<Option<f64>>) {
     let (cx, cy) = target.centre(0.0, 0.0);
     let mut xs: Vec<(f64, f64)> = (0..target.width)
         .map(|c| (target.centre(c as f64, 0.0).0, cy))
@@ -99,6 +100,16 @@ fn locate_separable(grid: &GeoGrid, target: &Target) -> Vec<Option<(f64, f64)>> 
         .iter()
         .map(|p| finite(p.1).and_then(|y| grid.row(y)))
         .collect();
+    (rows, cols)
+}
+
+/// The nearest cell of a fractional index on an axis of `len` cells.
+pub fn nearest(at: f64, len: usize) -> u64 {
+    (at + 0.5).floor().clamp(0.0, len as f64 - 1.0) as u64
+}
+
+fn locate_separable(grid: &GeoGrid, target: &Target) -> Vec<Option<(f64, f64)>> {
+    let (rows, cols) = axes(grid, target);
     let mut out = Vec::with_capacity(target.pixels());
     for r in &rows {
         for c in &cols {
@@ -119,8 +130,8 @@ pub fn taps(grid: &GeoGrid, located: &[Option<(f64, f64)>], resampling: Resampli
         match resampling {
             Resampling::Nearest => out.push(Tap {
                 pixel,
-                row: (r + 0.5).floor().clamp(0.0, last_row) as u64,
-                col: (c + 0.5).floor().clamp(0.0, last_col) as u64,
+                row: nearest(r, rows),
+                col: nearest(c, cols),
                 weight: 1.0,
             }),
             Resampling::Bilinear => {
