@@ -120,6 +120,9 @@ pub struct PointValue {
 pub(super) struct MapCaches {
     layers: moka::future::Cache<String, (u64, Instant, Arc<MapLayer>)>,
     ranges: moka::future::Cache<String, (f64, f64)>,
+    /// Every layer below a path (WMS capabilities): one walk shared by
+    /// the requests that ask meanwhile, kept 10 s or until a write below.
+    all: moka::future::Cache<String, Arc<Vec<Arc<MapLayer>>>>,
 }
 
 impl Default for MapCaches {
@@ -129,6 +132,10 @@ impl Default for MapCaches {
             ranges: moka::future::Cache::builder()
                 .max_capacity(4096)
                 .time_to_live(Duration::from_secs(300))
+                .build(),
+            all: moka::future::Cache::builder()
+                .max_capacity(64)
+                .time_to_live(Duration::from_secs(10))
                 .build(),
         }
     }
@@ -363,8 +370,18 @@ impl Service {
     }
 
     /// Every georeferenced array below `path` (a pyramid once, by its
-    /// finest level), in path order, at most [`MAX_LAYERS`].
-    pub async fn map_layers(&self, path: &StoreKey) -> Result<Vec<Arc<MapLayer>>> {
+    /// finest level), in path order, at most [`MAX_LAYERS`]; at most 10 s
+    /// old (a write through this server below `path` makes it new).
+    pub async fn map_layers(&self, path: &StoreKey) -> Result<Arc<Vec<Arc<MapLayer>>>> {
+        let key = format!("{path}\u{0}{}", self.cache.subtree_version(path));
+        self.maps
+            .all
+            .try_get_with(key, async { self.walk_layers(path).await.map(Arc::new) })
+            .await
+            .map_err(|e: Arc<ServiceError>| (*e).clone())
+    }
+
+    async fn walk_layers(&self, path: &StoreKey) -> Result<Vec<Arc<MapLayer>>> {
         let mut layers = Vec::new();
         let mut after: Option<String> = None;
         let mut walked = 0;
@@ -455,6 +472,13 @@ impl Service {
             }
         }
         Ok(dims)
+    }
+
+    /// Refuses a query whose other dimensions a map could not show (a
+    /// label no coordinate holds, a range), as its pictures would.
+    pub async fn check_map_query(&self, layer: &MapLayer, query: &Query) -> Result<()> {
+        let array = self.array(&layer.levels[0].path).await?;
+        self.fixed(layer, &array, query).await.map(drop)
     }
 
     /// A picture of `layer` as `target` frames it, with its other
@@ -689,16 +713,20 @@ impl Service {
             return Ok(None);
         };
         let tap = warp::taps(grid, &[Some((r, c))], Resampling::Nearest);
-        let array = self.array(&layer.path).await?;
+        // The finest level, whichever level the layer was asked by.
+        let array = self.array(&layer.levels[0].path).await?;
         let fixed = self.fixed(layer, &array, query).await?;
         let value = self.tap_values(&array, grid, &fixed, &tap).await?[0];
+        let shape = array.shape();
         let index = fixed
             .iter()
             .enumerate()
             .map(|(d, s)| match s {
                 _ if d == grid.y_dim => tap[0].row,
                 _ if d == grid.x_dim => tap[0].col,
-                DimSelector::Index(i) => (*i).max(0) as u64,
+                // Counted from the end, as numpy counts it.
+                DimSelector::Index(i) if *i < 0 => shape[d].saturating_sub(i.unsigned_abs()),
+                DimSelector::Index(i) => *i as u64,
                 _ => 0,
             })
             .collect();
@@ -714,8 +742,14 @@ impl Service {
     /// layer's `valid_min`/`valid_max` (or `valid_range`), else the 2nd to
     /// 98th percentile of its coarsest level (at most 512 x 512 of it, by
     /// stride) at the same other dimensions, so every tile of a map uses
-    /// the same colours.
-    pub async fn map_range(&self, layer: &MapLayer, query: &Query) -> Result<(f64, f64)> {
+    /// the same colours. `positive`: of the values above 0 only (for a log
+    /// scale).
+    pub async fn map_range(
+        &self,
+        layer: &MapLayer,
+        query: &Query,
+        positive: bool,
+    ) -> Result<(f64, f64)> {
         let attr = |k: &str| layer.attributes.get(k).and_then(cf::attr_number);
         let range = layer
             .attributes
@@ -726,13 +760,15 @@ impl Service {
             _ => (attr("valid_min"), attr("valid_max")),
         };
         if let (Some(lo), Some(hi)) = (lo, hi) {
-            return Ok((lo, hi));
+            if !positive || lo > 0.0 {
+                return Ok((lo, hi));
+            }
         }
         let coarsest = layer.levels.last().unwrap_or(&layer.levels[0]);
         let array = self.array(&coarsest.path).await?;
         let mut dims = self.fixed(layer, &array, query).await?;
         let key = format!(
-            "{}\u{0}{}\u{0}{dims:?}",
+            "{}\u{0}{}\u{0}{positive}\u{0}{dims:?}",
             coarsest.path,
             self.cache.subtree_version(&coarsest.path)
         );
@@ -740,19 +776,15 @@ impl Service {
             return Ok(kept);
         }
         let grid = &coarsest.grid;
-        let shape = array.shape();
+        let (shape, chunk) = (array.shape(), array.read_chunk_shape());
         for d in [grid.y_dim, grid.x_dim] {
-            dims[d] = DimSelector::Slice {
-                start: None,
-                stop: None,
-                step: Some(shape[d].div_ceil(512).max(1) as i64),
-            };
+            dims[d] = DimSelector::List(sample(shape[d], chunk[d]));
         }
         let mut finite: Vec<f64> = self
             .read_decoded(&array, Selection::Orthogonal(dims))
             .await?
             .into_iter()
-            .filter(|v| v.is_finite())
+            .filter(|v| v.is_finite() && (!positive || *v > 0.0))
             .collect();
         let found = if finite.is_empty() {
             (0.0, 1.0)
@@ -777,6 +809,24 @@ impl Service {
         }
         false
     }
+}
+
+/// At most 512 positions along a dimension of `len` in chunks of `chunk`,
+/// spread over at most 32 of its chunks: a sample of a level for its
+/// range that decodes at most 32 x 32 chunks, however the array is cut.
+fn sample(len: u64, chunk: u64) -> Vec<i64> {
+    let chunk = chunk.max(1);
+    let chunks = len.div_ceil(chunk);
+    let picked = chunks.min(32);
+    let per_chunk = (512 / picked).max(1);
+    let mut out = Vec::new();
+    for k in 0..picked {
+        let c = k * chunks / picked;
+        let (start, end) = (c * chunk, ((c + 1) * chunk).min(len));
+        let step = (end - start).div_ceil(per_chunk).max(1);
+        out.extend((start..end).step_by(step as usize).map(|i| i as i64));
+    }
+    out
 }
 
 fn too_many_chunks(array: &Array, chunks: usize) -> ServiceError {
@@ -857,4 +907,21 @@ fn decoded_values(array: &Array, data: &super::Data) -> Result<Vec<f64>> {
         *v = packing.decode(*v);
     }
     Ok(values)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::sample;
+
+    #[test]
+    fn a_range_sample_touches_at_most_32_chunks_a_dimension() {
+        let s = sample(100_000, 100);
+        assert!(s.len() <= 544 && s.len() >= 256, "{}", s.len());
+        let mut chunks: Vec<i64> = s.iter().map(|i| i / 100).collect();
+        chunks.dedup();
+        assert_eq!(chunks.len(), 32);
+        assert!(s.windows(2).all(|w| w[0] < w[1]) && *s.last().unwrap() < 100_000);
+        assert_eq!(sample(10, 100), (0..10).collect::<Vec<i64>>());
+        assert_eq!(sample(1000, 1).len(), 32);
+    }
 }

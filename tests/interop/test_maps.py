@@ -516,3 +516,24 @@ def test_gdal_reads_the_wms_and_the_xyz_template(served, tmp_path):
     tiles = [[rgba(get(f"{url}/tiles/regular.zarr/t/WebMercatorQuad/2/{x}/{y}.png?vmin=0&vmax=15")[0]) for x in (1, 2)] for y in (1, 2)]
     stitched = np.vstack([np.hstack(row) for row in tiles])
     assert (rgba(out.read_bytes()) == stitched).all()
+
+
+def test_feature_info_of_any_pyramid_level_reads_the_finest(served):
+    url, root = served
+    fine = xr.open_zarr(root / "pyramid" / "0", consolidated=False)
+    for layer in ["pyramid/0/t", "pyramid/2/t"]:
+        # Pixels of 0.36 degrees: no centre halfway between two cells.
+        for i, j in [(7, 483), (10, 10), (555, 250)]:
+            body, _ = get(wms(url, REQUEST="GetFeatureInfo", QUERY_LAYERS=layer, LAYERS=layer, CRS="CRS:84",
+                              BBOX="-180,-90,180,90", WIDTH=1000, HEIGHT=500, I=i, J=j, INFO_FORMAT="application/json"))
+            props = json.loads(body)["features"][0]["properties"]
+            lon, lat = -180 + (i + 0.5) * 0.36, 90 - (j + 0.5) * 0.36
+            want = fine.t.isel(time=0).sel(lon=lon, lat=lat, method="nearest")
+            assert np.float32(props["value"]) == want.values, (layer, i, j)
+            assert props["index"]["lat"] == int(np.abs(fine.lat.values - lat).argmin())
+
+
+def test_a_log_scale_spans_the_positive_values(served):
+    url, _ = served
+    body, _ = get(f"{url}/tiles/regular.zarr/t/WorldCRS84Quad/0/0/0.png?scale=log")
+    assert (rgba(body)[:, :, 3] == 255).mean() > 0.8, "zeros are transparent, the rest drawn"

@@ -108,7 +108,10 @@ pub async fn style(
     let range = if q.drawing.has_range() {
         (0.0, 1.0)
     } else {
-        state.service.map_range(layer, &q.query).await?
+        state
+            .service
+            .map_range(layer, &q.query, q.drawing.is_log())
+            .await?
     };
     q.drawing.style(range)
 }
@@ -149,7 +152,12 @@ pub fn cache_control(state: &AppState, layer: &MapLayer) -> HeaderValue {
     state.cache_control.of(layer.path.as_str()).clone()
 }
 
-/// The server's address as the client reached it, for absolute links.
+/// The server's address as the client reached it, for absolute links:
+/// `X-Forwarded-Proto` and `X-Forwarded-Host` (as a proxy in front sets
+/// them), else the scheme served and `Host`. Only an `http`/`https`
+/// scheme and a host of name characters and a port are taken, so a link
+/// cannot be made to point at script; answers built from them say so in
+/// `Vary` ([`VARY`]).
 pub fn base_url(state: &AppState, headers: &HeaderMap) -> String {
     let get = |name: &str| {
         headers
@@ -158,18 +166,29 @@ pub fn base_url(state: &AppState, headers: &HeaderMap) -> String {
             .map(|v| v.split(',').next().unwrap_or("").trim().to_string())
             .filter(|v| !v.is_empty())
     };
-    let scheme = get("x-forwarded-proto").unwrap_or_else(|| {
-        if state.config.tls_cert.is_some() {
-            "https".into()
-        } else {
-            "http".into()
-        }
-    });
+    let host_like = |h: &String| {
+        h.len() <= 255
+            && h.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b".-:[]_".contains(&b))
+    };
+    let scheme = get("x-forwarded-proto")
+        .filter(|p| p == "http" || p == "https")
+        .unwrap_or_else(|| {
+            if state.config.tls_cert.is_some() {
+                "https".into()
+            } else {
+                "http".into()
+            }
+        });
     let host = get("x-forwarded-host")
-        .or_else(|| get(header::HOST.as_str()))
+        .filter(host_like)
+        .or_else(|| get(header::HOST.as_str()).filter(host_like))
         .unwrap_or_else(|| "localhost".into());
     format!("{scheme}://{host}")
 }
+
+/// The request headers a document with absolute links was built from.
+pub const VARY: &str = "Host, X-Forwarded-Host, X-Forwarded-Proto";
 
 /// What a path segment keeps unescaped in a URL (RFC 3986's unreserved).
 const SEGMENT: &percent_encoding::AsciiSet = &percent_encoding::NON_ALPHANUMERIC
@@ -225,4 +244,13 @@ pub async fn map_json(state: &AppState, path: &crate::store::StoreKey) -> serde_
             "why": e.message,
         }),
     }
+}
+
+/// A JSON document with absolute links: it varies with [`VARY`].
+pub fn linked(document: serde_json::Value) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let mut r = axum::Json(document).into_response();
+    r.headers_mut()
+        .insert(header::VARY, HeaderValue::from_static(VARY));
+    r
 }

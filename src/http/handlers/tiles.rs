@@ -7,7 +7,7 @@
 
 use axum::extract::{Path, RawQuery, State};
 use axum::http::HeaderMap;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::Json;
 use serde_json::{json, Value};
 
@@ -40,9 +40,9 @@ fn unknown_tms(id: &str) -> ApiError {
 }
 
 /// `GET /tiles/tileMatrixSets`.
-pub async fn matrix_sets(State(state): State<AppState>, headers: HeaderMap) -> Json<Value> {
+pub async fn matrix_sets(State(state): State<AppState>, headers: HeaderMap) -> Response {
     let base = maps::base_url(&state, &headers);
-    Json(json!({
+    maps::linked(json!({
         "tileMatrixSets": TILE_MATRIX_SETS.iter().map(|t| json!({
             "id": t.id,
             "title": t.title,
@@ -225,15 +225,17 @@ pub async fn tiles(
         }
         Asked::TileJson(array, tms) => {
             // The query is carried onto the tiles: refused here if they would refuse it.
-            maps::parse(pairs(query.clone()), &[], array, caller)?;
+            let (q, _) = maps::parse(pairs(query.clone()), &[], array, caller)?;
             let layer = maps::layer(&state, array).await?;
+            state.service.check_map_query(&layer, &q.query).await?;
+            q.drawing.style((0.0, 1.0))?;
             let base = maps::base_url(&state, &headers);
-            Ok(Json(tilejson(&layer, tms, &base, query.as_deref())).into_response())
+            Ok(maps::linked(tilejson(&layer, tms, &base, query.as_deref())))
         }
         Asked::Tileset(array, tms) => {
             let layer = maps::layer(&state, array).await?;
             let base = maps::base_url(&state, &headers);
-            Ok(Json(tileset(&layer, tms, &base)).into_response())
+            Ok(maps::linked(tileset(&layer, tms, &base)))
         }
         Asked::Tilesets(array) => {
             let layer = maps::layer(&state, array).await?;
@@ -242,25 +244,18 @@ pub async fn tiles(
                 .iter()
                 .map(|t| tileset(&layer, *t, &base))
                 .collect();
-            Ok(Json(json!({ "tilesets": sets })).into_response())
+            Ok(maps::linked(json!({ "tilesets": sets })))
         }
     }
 }
 
-/// The zooms a layer is drawn at: from 0 to the one whose pixels are its
-/// finest cells (at its centre).
+/// The zooms a layer is drawn at: from 0 to the first whose pixels are
+/// no larger than its finest cells.
 fn max_zoom(layer: &MapLayer, tms: TileMatrixSet) -> u32 {
-    let grid = layer.grid();
-    let (rows, cols) = grid.shape();
-    let (cx, cy) = (grid.x.values()[cols / 2], grid.y.values()[rows / 2]);
-    let mut p = [(cx, cy), (cx + grid.x.step().abs(), cy)];
-    grid.crs.transform(&tms.crs(), &mut p);
-    let cell = (p[1].0 - p[0].0).hypot(p[1].1 - p[0].1);
-    if cell.is_finite() && cell > 0.0 {
-        tms.zoom_for(cell)
-    } else {
-        0
-    }
+    layer
+        .grid()
+        .cell_size_in(&tms.crs())
+        .map_or(0, |cell| tms.zoom_for(cell))
 }
 
 fn tile_template(layer: &MapLayer, tms: TileMatrixSet, base: &str) -> String {

@@ -53,12 +53,21 @@ impl From<ApiError> for WmsError {
     fn from(e: ApiError) -> Self {
         let code = match e.code {
             "not_georeferenced" | "not_found" => "LayerNotDefined",
-            "bad_label" => "InvalidDimensionValue",
+            "bad_label" | "bad_selection" => "InvalidDimensionValue",
             "bad_cmap" => "StyleNotDefined",
+            _ if e.status.is_client_error() => "InvalidParameterValue",
             _ => "NoApplicableCode",
         };
+        // WMS clients (OWSLib among them) read an exception report from a
+        // 400; what the client may retry (503) or must authorize keeps
+        // its own status.
+        let status = match e.status.as_u16() {
+            401 | 403 | 429 => e.status,
+            400..=499 => StatusCode::BAD_REQUEST,
+            _ => e.status,
+        };
         WmsError {
-            status: e.status,
+            status,
             code,
             message: e.message,
         }
@@ -193,7 +202,8 @@ fn layer_xml(layer: &MapLayer, base: &str) -> String {
         (w, e)
     };
     let [w, s, e, n] = [w.max(-180.0), s.max(-90.0), e.min(180.0), n.min(90.0)];
-    let mut merc = [(w, s.max(-85.06)), (e, n.min(85.06))];
+    // Web Mercator's square world ends at 85.0511 degrees.
+    let mut merc = [(w, s.max(-85.051_128_78)), (e, n.min(85.051_128_78))];
     Crs::web_mercator().from_degrees(&mut merc);
     let name = escape(layer.path.as_str());
     let text = |k: &str| layer.attributes.get(k).and_then(Value::as_str);
@@ -285,11 +295,14 @@ async fn capabilities(state: &AppState, headers: &HeaderMap) -> Result<Response,
     for crs in CRSS {
         body += &format!("<CRS>{crs}</CRS>");
     }
-    for layer in &layers {
+    for layer in layers.iter() {
         body += &layer_xml(layer, &base);
     }
     body += "</Layer></Capability></WMS_Capabilities>\n";
-    Ok(xml(StatusCode::OK, body))
+    let mut r = xml(StatusCode::OK, body);
+    r.headers_mut()
+        .insert(header::VARY, HeaderValue::from_static(maps::VARY));
+    Ok(r)
 }
 
 /// The parameters of a map: layers, CRS, bounds, size (GetMap's, which

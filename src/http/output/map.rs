@@ -122,7 +122,27 @@ impl Drawing {
         }
         .with_cmap(self.cmap.as_deref())?
         .with_scale(self.scale.as_deref())?;
+        let (lo, hi) = (style.vmin.unwrap_or(0.0), style.vmax.unwrap_or(1.0));
+        if lo > hi {
+            return Err(ApiError::bad_request(
+                "bad_range",
+                format!("vmin {lo} is above vmax {hi}"),
+            ));
+        }
+        if style.log && lo <= 0.0 {
+            return Err(ApiError::bad_request(
+                "bad_range",
+                format!(
+                    "a log scale needs a positive range; it runs from {lo} (give vmin above 0)"
+                ),
+            ));
+        }
         Ok(style)
+    }
+
+    /// Whether the scale asked for is logarithmic.
+    pub fn is_log(&self) -> bool {
+        self.scale.as_deref() == Some("log")
     }
 
     /// Whether the range is given, so none need be found.

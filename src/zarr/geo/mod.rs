@@ -187,19 +187,23 @@ impl GeoGrid {
         [x0.min(x1), y0.min(y1), x0.max(x1), y0.max(y1)]
     }
 
-    /// [`GeoGrid::bounds`] in longitude and latitude degrees, from points
-    /// along its edges (a projected grid's edges are curves in degrees);
-    /// longitudes east of 180 as they are.
+    /// [`GeoGrid::bounds`] in longitude and latitude degrees, from a
+    /// lattice over the grid (a projected grid's edges are curves in
+    /// degrees, and a geostationary disk's corners are in space), out to
+    /// the poles where the grid holds one; longitudes east of 180 as they
+    /// are. The whole world when no point of the grid reaches the Earth.
     pub fn bounds_degrees(&self) -> [f64; 4] {
         let [x0, y0, x1, y1] = self.bounds();
         if self.crs.is_degrees() {
             return [x0, y0.max(-90.0), x1, y1.min(90.0)];
         }
-        let mut points = Vec::with_capacity(4 * 33);
-        for i in 0..=32 {
-            let t = i as f64 / 32.0;
-            let (x, y) = (x0 + (x1 - x0) * t, y0 + (y1 - y0) * t);
-            points.extend([(x, y0), (x, y1), (x0, y), (x1, y)]);
+        const N: usize = 32;
+        let mut points = Vec::with_capacity((N + 1) * (N + 1));
+        for i in 0..=N {
+            for j in 0..=N {
+                let (tx, ty) = (i as f64 / N as f64, j as f64 / N as f64);
+                points.push((x0 + (x1 - x0) * tx, y0 + (y1 - y0) * ty));
+            }
         }
         self.crs.to_degrees(&mut points);
         let mut b = [
@@ -214,7 +218,44 @@ impl GeoGrid {
         {
             b = [b[0].min(x), b[1].min(y), b[2].max(x), b[3].max(y)];
         }
+        if !b.iter().all(|v| v.is_finite()) {
+            return [-180.0, -90.0, 180.0, 90.0];
+        }
+        // A pole inside the grid: every longitude, up to the pole.
+        for pole in [90.0, -90.0] {
+            let mut p = [(0.0, pole)];
+            self.crs.from_degrees(&mut p);
+            let [px, py] = [p[0].0, p[0].1];
+            if px.is_finite()
+                && py.is_finite()
+                && (x0..=x1).contains(&px)
+                && (y0..=y1).contains(&py)
+            {
+                b = [-180.0, b[1].min(pole), 180.0, b[3].max(pole)];
+            }
+        }
         b
+    }
+
+    /// The size of the grid's cells in the units of `to`, the smallest
+    /// of those measured over a 5 x 5 lattice of cells (a polar grid's
+    /// cells seen from Web Mercator differ most); `None` when none maps.
+    pub fn cell_size_in(&self, to: &Crs) -> Option<f64> {
+        let (rows, cols) = self.shape();
+        let mut best: Option<f64> = None;
+        for i in 0..5 {
+            for j in 0..5 {
+                let (r, c) = ((rows - 1) * i / 4, (cols - 1) * j / 4);
+                let (x, y) = (self.x.values()[c], self.y.values()[r]);
+                let mut p = [(x, y), (x + self.x.step().abs(), y)];
+                self.crs.transform(to, &mut p);
+                let d = (p[1].0 - p[0].0).hypot(p[1].1 - p[0].1);
+                if d.is_finite() && d > 0.0 {
+                    best = Some(best.map_or(d, |b: f64| b.min(d)));
+                }
+            }
+        }
+        best
     }
 }
 
@@ -335,6 +376,30 @@ mod tests {
         assert_eq!(grid.locate((370.0, 10.0)), Some((0.0, 1.0)));
         assert_eq!(grid.locate((0.0, 20.0)), None);
         assert_eq!(grid.bounds(), [-5.0, -15.0, 355.0, 15.0]);
+    }
+
+    #[test]
+    fn a_polar_grid_reaches_the_pole_and_a_disk_in_space_the_world() {
+        let polar = GeoGrid {
+            crs: Crs::proj_string(
+                "+proj=stere +lat_0=90 +lat_ts=70 +lon_0=-45 +ellps=WGS84 +units=m",
+            )
+            .unwrap(),
+            y_dim: 0,
+            x_dim: 1,
+            y: Axis1::even(3e6, -3e6, 60),
+            x: Axis1::even(-3e6, 3e6, 60),
+        };
+        let [w, s, e, n] = polar.bounds_degrees();
+        assert_eq!((w, e, n), (-180.0, 180.0, 90.0));
+        assert!(s > 40.0 && s < 60.0, "{s}");
+        let space = GeoGrid {
+            crs: Crs::proj_string("+proj=geos +h=35785831 +lon_0=0 +ellps=WGS84 +units=m").unwrap(),
+            y: Axis1::even(1e8, 9e7, 4),
+            x: Axis1::even(9e7, 1e8, 4),
+            ..polar.clone()
+        };
+        assert_eq!(space.bounds_degrees(), [-180.0, -90.0, 180.0, 90.0]);
     }
 
     #[test]

@@ -160,22 +160,19 @@ pub fn taps(grid: &GeoGrid, located: &[Option<(f64, f64)>], resampling: Resampli
 
 /// Pixels of the picture per cell of the grid, inverted: how many grid
 /// cells one pixel spans (the smaller of across and down), measured at
-/// the first of the picture's centre and eight points round it that falls
-/// on the grid. `None` when none does.
+/// the picture's centre pixel, or where the picture first meets the grid.
+/// `None` when it does not.
 pub fn cells_per_pixel(grid: &GeoGrid, target: &Target) -> Option<f64> {
     let (w, h) = (target.width as f64, target.height as f64);
-    let probes = [
-        (0.5, 0.5),
-        (0.25, 0.25),
-        (0.75, 0.25),
-        (0.25, 0.75),
-        (0.75, 0.75),
-        (0.5, 0.25),
-        (0.5, 0.75),
-        (0.25, 0.5),
-        (0.75, 0.5),
-    ];
-    for (fx, fy) in probes {
+    // The centre, then an 8 x 8 lattice: a picture that only grazes the
+    // grid is measured where it meets it.
+    let lattice = (0..64).map(|i| {
+        (
+            (i % 8) as f64 / 8.0 + 1.0 / 16.0,
+            (i / 8) as f64 / 8.0 + 1.0 / 16.0,
+        )
+    });
+    for (fx, fy) in std::iter::once((0.5, 0.5)).chain(lattice) {
         let (col, row) = ((w * fx).floor(), (h * fy).floor());
         let mut pts = [
             target.centre(col, row),
@@ -199,16 +196,24 @@ pub fn cells_per_pixel(grid: &GeoGrid, target: &Target) -> Option<f64> {
 
 /// Of a pyramid's levels (finest first), the coarsest whose cells are no
 /// larger than the picture's pixels (one pixel spans at least one cell);
-/// the finest when every level's cells are larger.
+/// the finest when every level's cells are larger, the coarsest when the
+/// picture does not meet the grid at all.
 pub fn level_for(levels: &[&GeoGrid], target: &Target) -> usize {
     let mut chosen = 0;
+    let mut met = false;
     for (i, grid) in levels.iter().enumerate() {
-        match cells_per_pixel(grid, target) {
-            Some(span) if span >= 1.0 - 1e-9 => chosen = i,
-            _ => {}
+        if let Some(span) = cells_per_pixel(grid, target) {
+            met = true;
+            if span >= 1.0 - 1e-9 {
+                chosen = i;
+            }
         }
     }
-    chosen
+    if met {
+        chosen
+    } else {
+        levels.len().saturating_sub(1)
+    }
 }
 
 /// Each pixel's value from the values of its taps (`value(i)` of tap
@@ -310,5 +315,20 @@ mod tests {
         assert_eq!(level_for(&refs, &target(512)), 1);
         assert_eq!(level_for(&refs, &target(360)), 2);
         assert_eq!(level_for(&refs, &target(4096)), 0);
+        // A picture that does not meet the grid reads the least.
+        let away = Target {
+            crs: Crs::web_mercator(),
+            bounds: [0.0, 0.0, 1.0, 1.0],
+            width: 4,
+            height: 4,
+        };
+        let regional = [GeoGrid {
+            x: Axis1::even(10.0, 20.0, 100),
+            y: Axis1::even(60.0, 40.0, 100),
+            ..world(1, 1)
+        }];
+        let pyramid = [regional[0].clone(), regional[0].scaled(10, 10)];
+        let refs: Vec<&GeoGrid> = pyramid.iter().collect();
+        assert_eq!(level_for(&refs, &away), 1);
     }
 }
