@@ -413,14 +413,11 @@ def maps_tables(sec):
              f"{', '.join(f'{100 * a:.1f}%' for a in sec['pictures_alike'])} of the pixels both draw.", "",
              "| tiles | zarrd tiles/s | zarrd p99 ms | xpublish-tiles tiles/s | xpublish-tiles p99 ms | zarrd / xpublish-tiles |",
              "|---|---|---|---|---|---|"]
-    for kind in ("warm", "cold"):
+    for kind in sec["rows"]:
         z, x = sec["rows"][kind]["zarrd"], sec["rows"][kind]["xpublish-tiles"]
         lines.append(f"| {kind} | {fmt(z['tiles_per_s'])} | {fmt(z['p99_ms'])} | "
                      f"{fmt(x['tiles_per_s'])} | {fmt(x['p99_ms'])} | "
                      f"{verdict(sec[kind + '_ratio'], sec['goals'][kind])} |")
-    rss = sec["peak_rss"]
-    lines += ["", f"Peak resident memory: zarrd {rss['zarrd'] / 2**20:.0f} MiB, "
-              f"xpublish-tiles {rss['xpublish-tiles'] / 2**20:.0f} MiB."]
     return lines
 
 

@@ -29,7 +29,7 @@ def test_bench_harness_runs_and_reports(tmp_path):
     env = {**os.environ, "ZARRD_BENCH_OUT": str(tmp_path / "work")}
     result = subprocess.run([sys.executable, BENCH, "--size", "512", "--reps", "1", "--seconds", "1",
                              "--cache-size", "64MiB", "--replicas", "1,2",
-                             "--only", "slicing,memory,writes,viewport,growth,scaleout,virtual,protocols,reductions,scaling",
+                             "--only", "slicing,memory,writes,viewport,growth,scaleout,virtual,protocols,reductions,scaling,maps",
                              "--results", str(tmp_path)],
                             capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -99,6 +99,15 @@ def test_bench_harness_runs_and_reports(tmp_path):
         else:
             assert run["requests"] == [] and scaling["requests_skipped"]
     assert (tmp_path / scaling["plot"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+    # Map tiles against xpublish-tiles, where bench/run installed it.
+    maps = results["sections"]["maps"]
+    if "skipped" in maps:
+        assert "xpublish-tiles" in maps["skipped"]
+    else:
+        for who in ("zarrd", "xpublish-tiles"):
+            assert maps["rows"]["cold"][who]["tiles_per_s"]["median"] > 0
+        assert all(a > 0.5 for a in maps["pictures_alike"]), maps["pictures_alike"]
 
     # How cost grows: selections capped at the array's side; wrk's half only where wrk is.
     growth = results["sections"]["growth"]

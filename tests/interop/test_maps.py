@@ -98,6 +98,17 @@ def served(tmp_path_factory):
         ds.to_zarr(root / f"{name}.zarr", zarr_format=3, consolidated=False, mode="w")
     projected().to_zarr(root / "utm.zarr", zarr_format=2, consolidated=False, mode="w")
     pyramid(root)
+    # Depths as WMS's elevation (CF `positive`).
+    depth = np.array([0.0, 5.0, 10.0, 50.0])
+    ocean = np.stack([pattern(36, 72, k) % LEVELS for k in range(len(depth))])
+    xr.Dataset(
+        {"temp": (("depth", "lat", "lon"), ocean, {"units": "degC"})},
+        coords={
+            "depth": ("depth", depth, {"units": "m", "positive": "down"}),
+            "lat": ("lat", np.arange(-87.5, 90, 5.0), {"units": "degrees_north"}),
+            "lon": ("lon", np.arange(-177.5, 180, 5.0), {"units": "degrees_east"}),
+        },
+    ).to_zarr(root / "ocean.zarr", zarr_format=3, consolidated=False, mode="w")
     # Not a map: no coordinates.
     xr.Dataset({"plain": (("a", "b"), np.zeros((4, 4), "float32"))}).to_zarr(
         root / "plain.zarr", zarr_format=3, consolidated=False, mode="w"
@@ -537,3 +548,40 @@ def test_a_log_scale_spans_the_positive_values(served):
     url, _ = served
     body, _ = get(f"{url}/tiles/regular.zarr/t/WorldCRS84Quad/0/0/0.png?scale=log")
     assert (rgba(body)[:, :, 3] == 255).mean() > 0.8, "zeros are transparent, the rest drawn"
+
+
+def test_depths_are_wms_elevations(served):
+    url, root = served
+    ds = xr.open_zarr(root / "ocean.zarr", consolidated=False)
+    caps = get(f"{url}/wms?SERVICE=WMS&REQUEST=GetCapabilities")[0].decode()
+    assert '<Dimension name="elevation" units="m" default="0.0">0.0,5.0,10.0,50.0</Dimension>' in caps
+    body, _ = get(wms(url, REQUEST="GetMap", LAYERS="ocean.zarr/temp", STYLES="", CRS="CRS:84", BBOX="-180,-90,180,90",
+                      WIDTH=360, HEIGHT=180, FORMAT="image/png", TRANSPARENT="TRUE", COLORSCALERANGE="0,15",
+                      ELEVATION="10"))
+    agree(rgba(body), expected(ds, "temp", "EPSG:4326", [-180, -90, 180, 90], 360, 180, "EPSG:4326", index=2))
+    status, body, _ = error(wms(url, REQUEST="GetMap", LAYERS="ocean.zarr/temp", STYLES="", CRS="CRS:84",
+                                BBOX="-180,-90,180,90", WIDTH=36, HEIGHT=18, FORMAT="image/png", ELEVATION="7"))
+    assert status == 400 and b'code="InvalidDimensionValue"' in body
+
+
+def test_tiles_of_an_icechunk_snapshot_are_immutable(tmp_path):
+    import icechunk as ic
+
+    storage = ic.local_filesystem_storage(str(tmp_path / "repo"))
+    repo = ic.Repository.create(storage)
+    session = repo.writable_session("main")
+    latlon(np.arange(-89.5, 90, 1.0), np.arange(-179.5, 180, 1.0)).to_zarr(
+        session.store, zarr_format=3, consolidated=False)
+    snapshot = session.commit("a map")
+    config = tmp_path / "zarrd.toml"
+    config.write_text(f"[mounts]\nrepo = {{ icechunk = {json.dumps(str(tmp_path / 'repo'))} }}\n")
+    (tmp_path / "root").mkdir()
+    url, proc = start_zarrd("--config", str(config), str(tmp_path / "root"))
+    try:
+        pinned, headers = get(f"{url}/tiles/repo@{snapshot}/t/WebMercatorQuad/1/0/0.png?vmin=0&vmax=15")
+        assert headers["Cache-Control"] == "public, max-age=31536000, immutable"
+        branch, headers = get(f"{url}/tiles/repo/t/WebMercatorQuad/1/0/0.png?vmin=0&vmax=15")
+        assert "immutable" not in headers["Cache-Control"]
+        assert rgba(pinned).tolist() == rgba(branch).tolist()
+    finally:
+        stop(proc)
