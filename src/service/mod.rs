@@ -34,6 +34,10 @@ pub use error::{ErrorKind, Result, ServiceError};
 pub use events::{Change, ChangeKind, Notice, WATCH_BUFFER};
 pub use listing::{Listed, Page};
 pub use maps::{MapLayer, MapLevel, OtherDim, PointValue, Raster, MAX_PICTURE_PIXELS};
+// What a map request is made of, as the engine defines it.
+pub use crate::zarr::geo::tms;
+pub use crate::zarr::geo::warp::{Resampling, Target};
+pub use crate::zarr::geo::Crs;
 pub use ome::{Image, Level};
 pub use preview::{Preview, PreviewKind};
 pub use read::{Content, Data, ReadRequest, Residence};

@@ -13,8 +13,8 @@ use crate::http::input::labels;
 use crate::http::output::map::{self, Drawing, Picture};
 use crate::http::state::AppState;
 use crate::service::{MapLayer, Query, Reservation};
+use crate::service::{Resampling, Target};
 use crate::store::node_path;
-use crate::zarr::geo::warp::{Resampling, Target};
 
 /// A map request's parameters: the other dimensions' selection and the
 /// drawing; `extra` are the endpoint's own.

@@ -17,9 +17,9 @@ use crate::http::input::credentials::Caller;
 use crate::http::input::extract::ApiPath;
 use crate::http::output::map::{self as drawing, Picture};
 use crate::http::state::AppState;
+use crate::service::tms::{TileMatrixSet, MAX_ZOOM, TILE_MATRIX_SETS, TILE_SIZE};
 use crate::service::MapLayer;
-use crate::zarr::geo::tms::{TileMatrixSet, MAX_ZOOM, TILE_MATRIX_SETS, TILE_SIZE};
-use crate::zarr::geo::warp::Target;
+use crate::service::Target;
 
 fn pairs(query: Option<String>) -> Vec<(String, String)> {
     url::form_urlencoded::parse(query.as_deref().unwrap_or("").as_bytes())

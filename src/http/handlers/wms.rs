@@ -21,9 +21,8 @@ use crate::http::output::map::{self as drawing, colormap_names, Picture};
 use crate::http::output::xml::escape;
 use crate::http::state::AppState;
 use crate::service::{number_json, Axis, MapLayer, OtherDim, MAX_PICTURE_PIXELS};
+use crate::service::{Crs, Target};
 use crate::store::StoreKey;
-use crate::zarr::geo::warp::Target;
-use crate::zarr::geo::Crs;
 
 /// The CRSs every layer is offered in.
 const CRSS: &[&str] = &["CRS:84", "EPSG:4326", "EPSG:3857"];

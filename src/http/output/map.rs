@@ -12,7 +12,7 @@ use sha2::{Digest, Sha256};
 use super::image::{colormaps, Style};
 use super::NoCompression;
 use crate::http::error::{ApiError, ApiResult};
-use crate::zarr::geo::warp::Resampling;
+use crate::service::Resampling;
 
 /// The encodings a map picture comes in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
