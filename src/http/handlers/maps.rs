@@ -64,6 +64,20 @@ pub fn parse(
     Ok((MapQuery { query, drawing }, rest))
 }
 
+/// Refuses a caller who may not read the group beside the array at
+/// `path`: a map places the array by the coordinates there, and its
+/// pictures, bounds and values would tell them.
+pub fn may_place(path: &str, caller: Option<axum::Extension<Caller>>) -> ApiResult<()> {
+    if super::data::may_read_group(path, caller) {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        axum::http::StatusCode::FORBIDDEN,
+        "forbidden",
+        format!("a map of '{path}' is placed by the coordinates beside it, in a group this token may not read"),
+    ))
+}
+
 pub async fn layer(state: &AppState, path: &str) -> ApiResult<Arc<MapLayer>> {
     let key = node_path(path)?;
     Ok(state.service.map_layer(&key).await?)

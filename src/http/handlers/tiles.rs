@@ -174,6 +174,14 @@ pub async fn tiles(
     caller: Option<axum::Extension<Caller>>,
 ) -> ApiResult<Response> {
     let asked = asked(&path)?;
+    let array = match &asked {
+        Asked::Tile { array, .. }
+        | Asked::TileJson(array, _)
+        | Asked::Tileset(array, _)
+        | Asked::Legend(array)
+        | Asked::Tilesets(array) => *array,
+    };
+    maps::may_place(array, caller.clone())?;
     match asked {
         Asked::Tile {
             array,
