@@ -80,12 +80,52 @@ impl From<crate::service::ServiceError> for WmsError {
 }
 
 fn report(e: WmsError) -> Response {
-    let body = format!(
-        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ServiceExceptionReport version=\"1.3.0\" xmlns=\"http://www.opengis.net/ogc\"><ServiceException code=\"{}\">{}</ServiceException></ServiceExceptionReport>\n",
-        e.code,
-        escape(&e.message)
+    xml(e.status, report_text(e.code, &e.message))
+}
+
+fn report_text(code: &str, message: &str) -> String {
+    format!(
+        "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<ServiceExceptionReport version=\"1.3.0\" xmlns=\"http://www.opengis.net/ogc\"><ServiceException code=\"{code}\">{}</ServiceException></ServiceExceptionReport>\n",
+        escape(message)
+    )
+}
+
+/// What the checks before the handler refuse on `/wms` (a shed request,
+/// a timeout, a token refused, a method other than GET) as exception
+/// reports too, with their status and headers (`Retry-After`).
+pub async fn exception_reports<Fut>(
+    request: axum::extract::Request,
+    next: impl FnOnce(axum::extract::Request) -> Fut,
+) -> Response
+where
+    Fut: std::future::Future<Output = Response>,
+{
+    if request.uri().path() != "/wms" {
+        return next(request).await;
+    }
+    let response = next(request).await;
+    let status = response.status();
+    let xml_already = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|t| t.as_bytes().starts_with(b"text/xml"));
+    if !(status.is_client_error() || status.is_server_error()) || xml_already {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    // Error bodies are a few hundred bytes; the router's own (405) have none.
+    let bytes = axum::body::to_bytes(body, 64 << 10)
+        .await
+        .unwrap_or_default();
+    let error: serde_json::Value = serde_json::from_slice(&bytes).unwrap_or_default();
+    let fallback = status.canonical_reason().unwrap_or("error").to_string();
+    let message = error["error"]["message"].as_str().unwrap_or(&fallback);
+    parts.headers.remove(header::CONTENT_LENGTH);
+    parts.headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/xml; charset=utf-8"),
     );
-    xml(e.status, body)
+    Response::from_parts(parts, Body::from(report_text("NoApplicableCode", message)))
 }
 
 fn xml(status: StatusCode, body: String) -> Response {

@@ -1,5 +1,6 @@
 //! The checks every routed request passes, in one middleware: the access
-//! log, errors as S3 XML under `/s3` and with the request id in JSON error
+//! log, errors as S3 XML under `/s3` and WMS exception reports under
+//! `/wms`, and with the request id in JSON error
 //! bodies, the header size limit (and a body's declared size and content coding), load
 //! shedding and the request timeout, per-route metrics, authorization, and
 //! turning a handler's panic into a 500, in that order (outermost first).
@@ -22,18 +23,20 @@ use super::auth;
 use super::limits;
 use crate::http::error;
 use crate::http::error::ApiError;
-use crate::http::handlers::s3;
+use crate::http::handlers::{s3, wms};
 use crate::http::state::AppState;
 
 pub async fn gate(State(state): State<AppState>, request: Request, next: Next) -> Response {
     let state = &state;
     limits::access_log(request, |r| {
         s3::xml_errors(r, |r| {
-            error::request_id_in_errors(r, |r| {
-                limits::headers(state, r, |r| {
-                    limits::shed(state, r, |r| {
-                        limits::observe(state, r, |r| {
-                            auth::authorize(state, r, |r| caught(next.run(r)))
+            wms::exception_reports(r, |r| {
+                error::request_id_in_errors(r, |r| {
+                    limits::headers(state, r, |r| {
+                        limits::shed(state, r, |r| {
+                            limits::observe(state, r, |r| {
+                                auth::authorize(state, r, |r| caught(next.run(r)))
+                            })
                         })
                     })
                 })
