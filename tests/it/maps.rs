@@ -99,7 +99,12 @@ async fn what_is_not_a_map_is_refused_clearly() {
     assert_eq!(wms.status, 400);
     assert!(String::from_utf8_lossy(&wms.body).contains("code=\"LayerNotDefined\""));
     let post = app
-        .request(axum::http::Method::POST, "/wms", &[], axum::body::Body::empty())
+        .request(
+            axum::http::Method::POST,
+            "/wms",
+            &[],
+            axum::body::Body::empty(),
+        )
         .await;
     assert_eq!(post.status, 405);
     assert!(String::from_utf8_lossy(&post.body).contains("<ServiceExceptionReport"));
@@ -186,6 +191,9 @@ async fn a_token_that_may_not_read_the_coordinates_gets_no_map() {
     let wms = ask("group", "/wms?SERVICE=WMS&REQUEST=GetCapabilities").await;
     assert_eq!(wms.status, 403);
     // Refused before the handler, and still a WMS exception report.
-    assert!(wms.headers["content-type"].to_str().unwrap().starts_with("text/xml"));
+    assert!(wms.headers["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/xml"));
     assert!(String::from_utf8_lossy(&wms.body).contains("<ServiceExceptionReport"));
 }
