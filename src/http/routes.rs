@@ -11,8 +11,8 @@ use axum::routing::MethodRouter;
 use percent_encoding::percent_decode_str;
 
 use super::handlers::{
-    api, data, dav, preview, probes, raw, s3, statistics, tiles, versions, viewer, watch, wms,
-    write,
+    api, data, dav, opendap, preview, probes, raw, s3, statistics, tiles, versions, viewer, watch,
+    wms, write,
 };
 use super::state::AppState;
 use crate::auth::Scope;
@@ -42,6 +42,9 @@ pub enum Resource {
     /// only keys that start with it. A HEAD of the bucket (HeadBucket)
     /// tells only that it exists, as ListBuckets does: no store path.
     ListPrefix,
+    /// The node an OPeNDAP path names: `{path}` without its answer's
+    /// suffix (`climate.dds` is about `climate`).
+    Dap,
     /// The viewer's page and files: the same bytes whatever the path names,
     /// no store data in them (the page reads data through the API, with the
     /// caller's token).
@@ -227,6 +230,11 @@ pub static ROUTES: &[Route] = &[
         resource: Resource::Param,
     },
     Route {
+        path: "/opendap/{path}",
+        methods: &[op!(get, READ, opendap::opendap)],
+        resource: Resource::Dap,
+    },
+    Route {
         path: "/wms",
         methods: &[op!(get, READ, wms::wms)],
         resource: Resource::Root,
@@ -352,6 +360,7 @@ impl Route {
             Resource::Server | Resource::Page => None,
             Resource::Root => Some(String::new()),
             Resource::Param => Some(param()?.trim_matches('/').to_string()),
+            Resource::Dap => Some(opendap::node_of(&param()?).trim_matches('/').to_string()),
             // After the bucket's name (which is decoded like the key: the
             // handler names the same split).
             Resource::Object => Some(param()?.split_once('/')?.1.trim_matches('/').to_string()),
@@ -423,7 +432,10 @@ mod tests {
                 }
             }
             // A route about a store path names it as its parameter.
-            if matches!(route.resource, Resource::Param | Resource::Object) {
+            if matches!(
+                route.resource,
+                Resource::Param | Resource::Object | Resource::Dap
+            ) {
                 assert!(route.path.contains('{'), "{}", route.path);
             }
             if route.resource == Resource::Server {

@@ -21,6 +21,7 @@ mod preview;
 mod read;
 mod tree;
 mod value;
+mod variables;
 mod write;
 
 use std::sync::Arc;
@@ -34,6 +35,7 @@ pub use error::{ErrorKind, Result, ServiceError};
 pub use events::{Change, ChangeKind, Notice, WATCH_BUFFER};
 pub use listing::{Listed, Page};
 pub use maps::{MapLayer, MapLevel, OtherDim, PointValue, Raster, MAX_PICTURE_PIXELS};
+pub use variables::{Described, Variable};
 // What a map request is made of, as the engine defines it.
 pub use crate::zarr::geo::tms;
 pub use crate::zarr::geo::warp::{Resampling, Target};

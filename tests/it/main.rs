@@ -15,6 +15,7 @@ mod http_write;
 mod images;
 mod maps;
 mod node_writes;
+mod opendap;
 mod peers;
 mod properties;
 mod read_edges;

@@ -7,6 +7,7 @@ pub mod dav;
 pub mod fallback;
 pub mod listing;
 pub mod maps;
+pub mod opendap;
 pub mod preview;
 pub mod probes;
 pub mod raw;

@@ -3,6 +3,7 @@
 //! caller's credentials.
 
 pub mod body;
+pub mod constraint;
 pub mod credentials;
 pub mod extract;
 pub mod json_body;

@@ -10,6 +10,7 @@ mod arrow;
 pub mod cache_control;
 pub mod compression;
 mod csv;
+pub mod dap;
 mod geotiff;
 pub mod image;
 mod json;

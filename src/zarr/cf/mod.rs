@@ -177,7 +177,8 @@ pub fn fill_as_f64(meta: &ArrayMetadata) -> Option<f64> {
     }
 }
 
-fn numpy_unit(unit: &str, scale: u32) -> String {
+/// A numpy datetime unit as CF names it (`h` is `hours`).
+pub fn numpy_unit(unit: &str, scale: u32) -> String {
     let name = match unit {
         "D" => "days",
         "h" => "hours",
