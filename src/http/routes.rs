@@ -11,8 +11,8 @@ use axum::routing::MethodRouter;
 use percent_encoding::percent_decode_str;
 
 use super::handlers::{
-    api, data, dav, opendap, preview, probes, raw, s3, statistics, tiles, versions, viewer, watch,
-    wms, write,
+    api, data, dav, edr, opendap, preview, probes, raw, s3, statistics, tiles, versions, viewer,
+    watch, wms, write,
 };
 use super::state::AppState;
 use crate::auth::Scope;
@@ -45,6 +45,9 @@ pub enum Resource {
     /// The node an OPeNDAP path names: `{path}` without its answer's
     /// suffix (`climate.dds` is about `climate`).
     Dap,
+    /// The group an EDR collection path names: `{path}` without its query
+    /// type (`climate/position` is about `climate`).
+    Collection,
     /// The viewer's page and files: the same bytes whatever the path names,
     /// no store data in them (the page reads data through the API, with the
     /// caller's token).
@@ -229,6 +232,27 @@ pub static ROUTES: &[Route] = &[
         methods: &[op!(get, READ, tiles::tiles)],
         resource: Resource::Param,
     },
+    // EDR's landing page and conformance classes describe the server.
+    Route {
+        path: "/edr",
+        methods: &[op!(get, PUBLIC, edr::landing)],
+        resource: Resource::Server,
+    },
+    Route {
+        path: "/edr/conformance",
+        methods: &[op!(get, PUBLIC, edr::conformance)],
+        resource: Resource::Server,
+    },
+    Route {
+        path: "/edr/collections",
+        methods: &[op!(get, READ, edr::collections)],
+        resource: Resource::Root,
+    },
+    Route {
+        path: "/edr/collections/{path}",
+        methods: &[op!(get, READ, edr::collection)],
+        resource: Resource::Collection,
+    },
     Route {
         path: "/opendap/{path}",
         methods: &[op!(get, READ, opendap::opendap)],
@@ -361,6 +385,7 @@ impl Route {
             Resource::Root => Some(String::new()),
             Resource::Param => Some(param()?.trim_matches('/').to_string()),
             Resource::Dap => Some(opendap::node_of(&param()?).trim_matches('/').to_string()),
+            Resource::Collection => Some(edr::collection_of(&param()?).to_string()),
             // After the bucket's name (which is decoded like the key: the
             // handler names the same split).
             Resource::Object => Some(param()?.split_once('/')?.1.trim_matches('/').to_string()),
@@ -434,7 +459,7 @@ mod tests {
             // A route about a store path names it as its parameter.
             if matches!(
                 route.resource,
-                Resource::Param | Resource::Object | Resource::Dap
+                Resource::Param | Resource::Object | Resource::Dap | Resource::Collection
             ) {
                 assert!(route.path.contains('{'), "{}", route.path);
             }

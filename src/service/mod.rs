@@ -34,7 +34,10 @@ pub use dataset::{number_json, Axis, AxisValues, DatasetView, Query, Reduction, 
 pub use error::{ErrorKind, Result, ServiceError};
 pub use events::{Change, ChangeKind, Notice, WATCH_BUFFER};
 pub use listing::{Listed, Page};
-pub use maps::{MapLayer, MapLevel, OtherDim, PointValue, Raster, MAX_PICTURE_PIXELS};
+pub use maps::{
+    Interpolation, MapLayer, MapLevel, OtherDim, Place, PointValue, Raster, Sampled,
+    MAX_PICTURE_PIXELS,
+};
 pub use variables::{Described, Variable};
 // What a map request is made of, as the engine defines it.
 pub use crate::zarr::geo::tms;

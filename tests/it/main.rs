@@ -10,6 +10,7 @@ mod cancelled_writes;
 mod concurrency;
 mod corpus;
 mod documents;
+mod edr;
 mod http;
 mod http_write;
 mod images;

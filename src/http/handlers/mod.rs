@@ -4,6 +4,7 @@
 pub mod api;
 pub mod data;
 pub mod dav;
+pub mod edr;
 pub mod fallback;
 pub mod listing;
 pub mod maps;

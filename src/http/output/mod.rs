@@ -9,13 +9,14 @@
 mod arrow;
 pub mod cache_control;
 pub mod compression;
+pub mod coverage;
 mod csv;
 pub mod dap;
 mod geotiff;
 pub mod image;
 mod json;
 pub mod map;
-mod netcdf;
+pub mod netcdf;
 mod npy;
 #[cfg(feature = "parquet")]
 mod parquet;

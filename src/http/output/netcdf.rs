@@ -374,3 +374,105 @@ fn encode(data: Data) -> ApiResult<Built> {
         filename: Some(format!("{var_name}.nc")),
     })
 }
+
+/// A variable of decoded numbers for [`numbers_file`]: NaN where missing,
+/// written as float (`single`) or double, its dimensions named by `axes`.
+pub struct Numbers<'a> {
+    pub name: &'a str,
+    pub axes: &'a [crate::service::Axis],
+    pub shape: &'a [u64],
+    pub values: &'a [f64],
+    pub attributes: &'a Map<String, Value>,
+    pub single: bool,
+}
+
+/// A CF file of several variables of decoded numbers (EDR's answers):
+/// dimensions shared by name, each coordinate written once.
+pub fn numbers_file(vars: &[Numbers], globals: &Map<String, Value>) -> Vec<u8> {
+    let mut dims: Vec<(String, u64)> = Vec::new();
+    let mut out_vars: Vec<Variable> = Vec::new();
+    let dim_of = |name: &str, len: u64, dims: &mut Vec<(String, u64)>| -> usize {
+        let name = nc_name(name);
+        match dims.iter().position(|(n, l)| *n == name && *l == len) {
+            Some(i) => i,
+            None => {
+                let mut unique = name.clone();
+                let mut k = 1;
+                while dims.iter().any(|(n, _)| *n == unique) {
+                    unique = format!("{name}_{k}");
+                    k += 1;
+                }
+                dims.push((unique, len));
+                dims.len() - 1
+            }
+        }
+    };
+    for v in vars {
+        let ids: Vec<usize> = v
+            .axes
+            .iter()
+            .zip(v.shape)
+            .map(|(a, &n)| dim_of(&a.name, n, &mut dims))
+            .collect();
+        for (a, &d) in v.axes.iter().zip(&ids) {
+            let Some(c) = &a.coordinate else { continue };
+            if out_vars.iter().any(|o| o.name == dims[d].0) {
+                continue;
+            }
+            let nc = if c.single {
+                NcType::Float
+            } else {
+                NcType::Double
+            };
+            let mut attrs = c.attributes.clone();
+            for packed in ["scale_factor", "add_offset", "_FillValue", "missing_value"] {
+                attrs.remove(packed);
+            }
+            let mut data = Vec::with_capacity(c.values.len() * nc.size());
+            for &x in &c.values {
+                put_number(&mut data, nc, x);
+            }
+            out_vars.push(Variable {
+                name: dims[d].0.clone(),
+                dims: vec![d],
+                nc,
+                attrs: attributes(&attrs, nc),
+                data,
+            });
+        }
+        let nc = if v.single {
+            NcType::Float
+        } else {
+            NcType::Double
+        };
+        let mut attrs = v.attributes.clone();
+        for packed in [
+            "scale_factor",
+            "add_offset",
+            "_FillValue",
+            "missing_value",
+            "valid_range",
+            "valid_min",
+            "valid_max",
+        ] {
+            attrs.remove(packed);
+        }
+        attrs.insert("_FillValue".into(), Value::String("NaN".into()));
+        let mut data = Vec::with_capacity(v.values.len() * nc.size());
+        for &x in v.values {
+            put_number(&mut data, nc, x);
+        }
+        out_vars.push(Variable {
+            name: nc_name(v.name),
+            dims: ids,
+            nc,
+            attrs: attributes(&attrs, nc),
+            data,
+        });
+    }
+    let mut global_attrs = attributes(globals, NcType::Double);
+    if !globals.contains_key("Conventions") {
+        global_attrs.push(("Conventions".to_string(), AttrValue::Text("CF-1.8".into())));
+    }
+    file(&dims, &global_attrs, &out_vars)
+}

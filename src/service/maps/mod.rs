@@ -1,11 +1,15 @@
 //! Arrays as maps: which arrays are georeferenced and where (their
 //! [`MapLayer`]: grid, CRS, pyramid levels, other dimensions), pictures of
 //! them in any CRS drawn from the coarsest level that is fine enough, and
-//! the value at a point. Tiles, WMS and the viewer's map all ask here;
+//! the value at a point, values at places (EDR's queries). Tiles, WMS,
+//! EDR and the viewer's map all ask here;
 //! the selection of the other dimensions is the labelled [`Query`] every
 //! endpoint shares.
 
 mod picture;
+mod places;
+
+pub use places::{Interpolation, Place, Sampled};
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -8,7 +8,7 @@ impl Service {
     /// The selection of a level that fixes the layer's other dimensions
     /// as `query` says (the first position of each it leaves out) and
     /// takes `y` and `x` as given.
-    async fn fixed(
+    pub(super) async fn fixed(
         &self,
         layer: &MapLayer,
         array: &Array,
@@ -199,7 +199,11 @@ impl Service {
     }
 
     /// A selection's elements, decoded.
-    async fn read_decoded(&self, array: &Array, selection: Selection) -> Result<Vec<f64>> {
+    pub(super) async fn read_decoded(
+        &self,
+        array: &Array,
+        selection: Selection,
+    ) -> Result<Vec<f64>> {
         let data = self
             .read_array(
                 array.clone(),
