@@ -409,11 +409,11 @@ async fn query_collection(
     };
     Ok(match format {
         "CoverageJSON" => typed(
-            serde_json::to_vec(&coverage::coverage_json(&samples)).unwrap_or_default(),
+            coverage::coverage_json(&samples).into_bytes(),
             "application/prs.coverage+json",
         ),
         "GeoJSON" => typed(
-            serde_json::to_vec(&coverage::geojson(&samples)).unwrap_or_default(),
+            coverage::geojson(&samples).into_bytes(),
             "application/geo+json",
         ),
         "CSV" => typed(
