@@ -19,7 +19,8 @@ against selection size, requests/s against connections, plotted), scaleout
 repositories vs the same array as plain Zarr, and vs xarray in-process),
 protocols (HTTP/2 vs HTTP/1.1 over TLS), reductions (server-side means vs
 xarray), scaling (speed against the cores the servers are pinned to), maps
-(tiles vs xpublish-tiles, warm and cold).
+(tiles vs xpublish-tiles, warm and cold), standards (OPeNDAP and EDR point
+series vs xpublish-opendap and xpublish-edr).
 """
 
 import argparse
@@ -38,6 +39,7 @@ import numpy as np
 import corpus
 import growth
 import maps
+import standards
 import measure
 import report
 import scaleout
@@ -519,7 +521,8 @@ SECTIONS = {"raw": section_raw, "clients": section_clients, "slicing": section_s
             "peers": section_peers, "memory": section_memory, "writes": section_writes,
             "viewport": viewport.section, "growth": growth.section, "scaleout": scaleout.section,
             "virtual": virtual.section, "protocols": protocols.section, "reductions": reductions.section,
-            "scaling": scaling.section, "maps": maps.section}
+            "scaling": scaling.section, "maps": maps.section,
+            "standards": standards.section}
 
 
 def main():

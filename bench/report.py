@@ -421,6 +421,23 @@ def maps_tables(sec):
     return lines
 
 
+def standards_tables(sec):
+    if "skipped" in sec:
+        return [f"Skipped: {sec['skipped']}."]
+    alike = ", ".join(f"{k}: {'the same' if v else 'DIFFERENT'}" for k, v in sec["series_alike"].items())
+    lines = [f"A place's year of hourly values ({sec['grid']}), {sec['places']} places round robin, "
+             f"{sec['connections']} requests in flight; each contender's series against the other's: {alike}.", "",
+             "| query | zarrd req/s | zarrd p99 ms | xpublish req/s | xpublish p99 ms | zarrd / xpublish |",
+             "|---|---|---|---|---|---|"]
+    for kind in sec["rows"]:
+        z, x = sec["rows"][kind]["zarrd"], sec["rows"][kind]["xpublish"]
+        lines.append(f"| {kind} | {fmt(z['requests_per_s'])} | {fmt(z['p99_ms'])} | "
+                     f"{fmt(x['requests_per_s'])} | {fmt(x['p99_ms'])} | "
+                     f"{verdict(sec[kind + '_ratio'], sec['goal'])} |")
+    lines += ["", f"Goal: {sec['goal']}x xpublish's requests/s with zarrd's p99 under {sec['p99_goal_ms']} ms."]
+    return lines
+
+
 TITLES = {
     "raw": ("1. Raw keys: zarrd vs nginx (wrk)", raw_table),
     "clients": ("2. Clients through zarrd's /zarr/ vs through nginx (client-side decoding)", clients_table),
@@ -436,6 +453,7 @@ TITLES = {
     "reductions": ("12. Reductions on the server vs xarray in a notebook", reductions_table),
     "scaling": ("13. Speed against cores: zarrd vs nginx and TensorStore", scaling_tables),
     "maps": ("14. Map tiles: zarrd vs xpublish-tiles", maps_tables),
+    "standards": ("15. OPeNDAP and EDR: zarrd vs xpublish-opendap and xpublish-edr", standards_tables),
 }
 
 

@@ -29,7 +29,7 @@ def test_bench_harness_runs_and_reports(tmp_path):
     env = {**os.environ, "ZARRD_BENCH_OUT": str(tmp_path / "work")}
     result = subprocess.run([sys.executable, BENCH, "--size", "512", "--reps", "1", "--seconds", "1",
                              "--cache-size", "64MiB", "--replicas", "1,2",
-                             "--only", "slicing,memory,writes,viewport,growth,scaleout,virtual,protocols,reductions,scaling,maps",
+                             "--only", "slicing,memory,writes,viewport,growth,scaleout,virtual,protocols,reductions,scaling,maps,standards",
                              "--results", str(tmp_path)],
                             capture_output=True, text=True, timeout=600, env=env)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
@@ -108,6 +108,15 @@ def test_bench_harness_runs_and_reports(tmp_path):
         for who in ("zarrd", "xpublish-tiles"):
             assert maps["rows"]["cold"][who]["tiles_per_s"]["median"] > 0
         assert all(a > 0.5 for a in maps["pictures_alike"]), maps["pictures_alike"]
+
+    # OPeNDAP and EDR against xpublish-opendap and xpublish-edr, where bench/run installed them.
+    standards = results["sections"]["standards"]
+    if "skipped" in standards:
+        assert "xpublish" in standards["skipped"] or "wrk" in standards["skipped"]
+    else:
+        for kind in ("dap2", "edr"):
+            assert standards["rows"][kind]["zarrd"]["requests_per_s"]["median"] > 0
+        assert standards["series_alike"] == {"dap2": True, "edr": True}
 
     # How cost grows: selections capped at the array's side; wrk's half only where wrk is.
     growth = results["sections"]["growth"]
