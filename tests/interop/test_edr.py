@@ -24,6 +24,7 @@ from matplotlib.path import Path
 
 from conftest import start_zarrd, stop
 from test_labels import climate
+from test_maps import UTM, projected
 
 FORMATS = {"v2.zarr": 2, "v3.zarr": 3}
 SCHEMA = json.load(open(os.path.join(os.path.dirname(__file__), "data", "coveragejson.schema.json")))
@@ -36,6 +37,8 @@ def served(tmp_path_factory):
         ds = climate().isel(time=slice(0, 90))
         ds.attrs["title"] = "climate test data"
         ds.to_zarr(root / name, zarr_format=fmt, consolidated=False, mode="w")
+    # A projected grid: UTM 33N through a CF grid mapping.
+    projected().to_zarr(root / "utm.zarr", zarr_format=2, consolidated=False, mode="w")
     url, proc = start_zarrd(str(root))
     try:
         yield url, root
@@ -89,7 +92,7 @@ def test_owslib_reads_the_landing_page_collections_and_a_query(served):
     conformance = edr.conformance()["conformsTo"]
     assert "http://www.opengis.net/spec/ogcapi-edr-1/1.1/conf/covjson" in conformance
     ids = [c["id"] for c in edr.collections()["collections"]]
-    assert ids == ["v2.zarr", "v3.zarr"]
+    assert ids == ["utm.zarr", "v2.zarr", "v3.zarr"]
     assert edr.data() == ids
     c = edr.collection("v3.zarr")
     assert c["title"] == "climate test data"
@@ -269,3 +272,45 @@ def test_errors_are_edr_documents(served):
             assert doc["code"] == code, doc
     got, doc = failing(f"{base}/edr/collections/nothing")
     assert got == 404 and "nothing" in doc["description"]
+
+
+def test_a_projected_grid_answers_in_its_own_crs(served):
+    from pyproj import Transformer
+
+    base, root = served
+    _, _, body = get(f"{base}/edr/collections/utm.zarr")
+    c = json.loads(body)
+    assert c["crs"] == ["OGC:CRS84", "EPSG:32633"]
+    w, s, e, n = c["extent"]["spatial"]["bbox"][0]
+    assert 12 < w < 13 and 16 < e < 18 and 43 < s < 44 and 46 < n < 47
+    ds = xr.open_zarr(root / "utm.zarr", consolidated=False)
+    to_utm = Transformer.from_crs("OGC:CRS84", UTM, always_xy=True)
+    for lon, lat in [(15.0, 45.0), (13.7, 46.2), (16.9, 43.6)]:
+        x, y = to_utm.transform(lon, lat)
+        cell = ds.t.sel(x=x, y=y, method="nearest")
+        _, _, body = query(base, "utm.zarr", "position", coords=f"POINT({lon} {lat})")
+        cov = covjson(body)
+        assert cov["domain"]["referencing"][0]["system"] == {"type": "ProjectedCRS", "id": "http://www.opengis.net/def/crs/EPSG/0/32633"}
+        assert cov["domain"]["axes"]["x"]["values"] == [float(cell.x)]
+        assert cov["domain"]["axes"]["y"]["values"] == [float(cell.y)]
+        close(values(cov, "t").ravel(), [float(cell)])
+        # The same place in the grid's own CRS.
+        _, _, body = query(base, "utm.zarr", "position", coords=f"POINT({x} {y})", crs="EPSG:32633")
+        close(values(covjson(body), "t").ravel(), [float(cell)])
+    # An area in degrees over the projected grid: the cells whose centres,
+    # in degrees, are inside.
+    ring = [(14.2, 44.6), (15.9, 44.9), (15.1, 46.0), (14.2, 44.6)]
+    wkt = "POLYGON((" + ", ".join(f"{x} {y}" for x, y in ring) + "))"
+    _, _, body = query(base, "utm.zarr", "area", coords=wkt)
+    cov = covjson(body)
+    xs, ys = np.array(cov["domain"]["axes"]["x"]["values"]), np.array(cov["domain"]["axes"]["y"]["values"])
+    gx, gy = np.meshgrid(xs, ys)
+    lon, lat = Transformer.from_crs(UTM, "OGC:CRS84", always_xy=True).transform(gx.ravel(), gy.ravel())
+    inside = Path(ring).contains_points(np.column_stack([lon, lat])).reshape(gx.shape)
+    expected = np.where(inside, ds.t.sel(x=xs, y=ys).values, np.nan)
+    close(values(cov, "t").reshape(expected.shape), expected)
+    assert inside.sum() > 100
+    # No cell inside is left out of the answer's box.
+    ax, ay = np.meshgrid(ds.x.values, ds.y.values)
+    alon, alat = Transformer.from_crs(UTM, "OGC:CRS84", always_xy=True).transform(ax.ravel(), ay.ravel())
+    assert Path(ring).contains_points(np.column_stack([alon, alat])).sum() == inside.sum()
