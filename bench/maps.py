@@ -14,7 +14,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import measure
-from procs import HERE, OUT, VENVS, Server, Zarrd, available, free_port, wait_http
+from procs import OUT, PeerApp, Zarrd, available
 
 RES = 0.25
 TIMES = 24
@@ -25,21 +25,8 @@ RANGE = (200.0, 320.0)
 GOALS = {"warm": 10.0, "cold": 3.0}
 
 
-class XpublishTiles(Server):
-    name = "xpublish-tiles"
-
-    def __init__(self, path):
-        super().__init__()
-        self.path = path
-
-    def start(self):
-        port = free_port()
-        python = os.path.join(VENVS, "xpublish-tiles", "bin", "python")
-        self._spawn([python, os.path.join(HERE, "peers", "xpublish_tiles_app.py"), self.path, str(port)],
-                    "xpublish-tiles")
-        self.url = f"http://127.0.0.1:{port}"
-        wait_http(self.url + "/datasets/bench/tiles/")
-        return self
+def XpublishTiles(path):
+    return PeerApp("xpublish-tiles", "xpublish-tiles", "xpublish_tiles_app.py", path, "/datasets/bench/tiles/")
 
 
 def make(root):

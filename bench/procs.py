@@ -241,22 +241,26 @@ class Tiled(Server):
         return self
 
 
-class Xpublish(Server):
-    """xpublish serving the v2 array as an xarray Dataset (lazily, through dask)."""
+class PeerApp(Server):
+    """A peer's app (`bench/peers/{script} PATH PORT`) run by the Python of
+    its venv (`bench/out/venvs/{venv}`), ready when `ready` answers."""
 
-    name = "xpublish"
-
-    def __init__(self, array_path):
+    def __init__(self, name, venv, script, path, ready):
         super().__init__()
-        self.array_path = array_path
+        self.name, self.venv, self.script, self.path, self.ready = name, venv, script, path, ready
 
     def start(self):
         port = free_port()
-        python = os.path.join(VENVS, "xpublish", "bin", "python")
-        self._spawn([python, os.path.join(HERE, "peers", "xpublish_app.py"), self.array_path, str(port)], "xpublish")
+        python = os.path.join(VENVS, self.venv, "bin", "python")
+        self._spawn([python, os.path.join(HERE, "peers", self.script), self.path, str(port)], self.venv)
         self.url = f"http://127.0.0.1:{port}"
-        wait_http(self.url + "/zarr/.zmetadata")
+        wait_http(self.url + self.ready)
         return self
+
+
+def Xpublish(array_path):
+    """xpublish serving the v2 array as an xarray Dataset (lazily, through dask)."""
+    return PeerApp("xpublish", "xpublish", "xpublish_app.py", array_path, "/zarr/.zmetadata")
 
 
 HSDS_USER = ("bench", "bench")

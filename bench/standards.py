@@ -13,7 +13,7 @@ import shutil
 import struct
 
 import measure
-from procs import HERE, OUT, VENVS, Server, Zarrd, available, free_port, wait_http
+from procs import OUT, PeerApp, Zarrd, available
 
 HOURS = 8760
 RES = 4.0
@@ -24,21 +24,8 @@ GOAL = 5.0
 P99_GOAL_MS = 50.0
 
 
-class XpublishStd(Server):
-    name = "xpublish"
-
-    def __init__(self, path):
-        super().__init__()
-        self.path = path
-
-    def start(self):
-        port = free_port()
-        python = os.path.join(VENVS, "xpublish-std", "bin", "python")
-        self._spawn([python, os.path.join(HERE, "peers", "xpublish_std_app.py"), self.path, str(port)],
-                    "xpublish-std")
-        self.url = f"http://127.0.0.1:{port}"
-        wait_http(self.url + "/datasets")
-        return self
+def XpublishStd(path):
+    return PeerApp("xpublish", "xpublish-std", "xpublish_std_app.py", path, "/datasets")
 
 
 def make(root):

@@ -2,7 +2,7 @@
 //! longitudes): tiles and WMS answer its values where they are on Earth,
 //! refuse what is not a map, and hold pictures to the memory budget.
 
-use crate::common::app::TestApp;
+use crate::common::app::{reader_within, TestApp};
 use zarrd::config::{Config, Recheck};
 
 async fn demo(config: Config) -> TestApp {
@@ -151,44 +151,28 @@ async fn a_picture_holds_its_memory_from_the_budget() {
 
 #[tokio::test]
 async fn a_token_that_may_not_read_the_coordinates_gets_no_map() {
-    let token = |name: &str, prefix: &str| zarrd::auth::TokenConfig {
-        name: Some(name.into()),
-        token: Some(format!("{name}-token-0123456789")),
-        token_sha256: None,
-        scopes: vec![zarrd::auth::Scope::Read],
-        prefixes: vec![prefix.into()],
-        access_key_id: None,
-    };
     let app = demo(Config {
-        tokens: vec![token("array", "climate/t2m"), token("group", "climate")],
+        tokens: vec![
+            reader_within("array", "climate/t2m"),
+            reader_within("group", "climate"),
+        ],
         allow_anonymous_reads: Some(false),
         ..config()
     })
     .await;
     let tile = "/tiles/climate/t2m/WebMercatorQuad/0/0/0.png?vmin=-40&vmax=40";
-    let ask = |who: &'static str, uri: &'static str| {
-        let auth = format!("Bearer {who}-token-0123456789");
-        let app = &app;
-        async move {
-            app.request(
-                axum::http::Method::GET,
-                uri,
-                &[("authorization", auth.as_str())],
-                axum::body::Body::empty(),
-            )
-            .await
-        }
-    };
-    let refused = ask("array", tile).await;
+    let refused = app.get_as("array", tile).await;
     assert_eq!(
         (refused.status.as_u16(), refused.code().as_str()),
         (403, "forbidden")
     );
-    let legend = ask("array", "/tiles/climate/t2m/legend.png").await;
+    let legend = app.get_as("array", "/tiles/climate/t2m/legend.png").await;
     assert_eq!(legend.status, 403);
-    assert_eq!(ask("group", tile).await.status, 200);
+    assert_eq!(app.get_as("group", tile).await.status, 200);
     // WMS lists every layer of the store: only for tokens of all of it.
-    let wms = ask("group", "/wms?SERVICE=WMS&REQUEST=GetCapabilities").await;
+    let wms = app
+        .get_as("group", "/wms?SERVICE=WMS&REQUEST=GetCapabilities")
+        .await;
     assert_eq!(wms.status, 403);
     // Refused before the handler, and still a WMS exception report.
     assert!(wms.headers["content-type"]

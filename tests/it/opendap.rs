@@ -3,7 +3,7 @@
 //! with checksums, errors are DAP's, and a token limited to an array
 //! reads it as a dataset without the coordinates it may not read.
 
-use crate::common::app::TestApp;
+use crate::common::app::{reader_within, TestApp};
 use zarrd::config::{Config, Recheck};
 
 async fn demo(config: Config) -> TestApp {
@@ -94,38 +94,26 @@ async fn errors_are_dap_documents() {
 
 #[tokio::test]
 async fn a_token_for_an_array_reads_it_without_the_coordinates_beside_it() {
-    let token = |name: &str, prefix: &str| zarrd::auth::TokenConfig {
-        name: Some(name.into()),
-        token: Some(format!("{name}-token-0123456789")),
-        token_sha256: None,
-        scopes: vec![zarrd::auth::Scope::Read],
-        prefixes: vec![prefix.into()],
-        access_key_id: None,
-    };
     let app = demo(Config {
-        tokens: vec![token("array", "climate/t2m"), token("group", "climate")],
+        tokens: vec![
+            reader_within("array", "climate/t2m"),
+            reader_within("group", "climate"),
+        ],
         allow_anonymous_reads: Some(false),
         ..config()
     })
     .await;
-    let ask = |who: &'static str, uri: &'static str| {
-        let auth = format!("Bearer {who}-token-0123456789");
-        let app = &app;
-        async move {
-            app.request(
-                axum::http::Method::GET,
-                uri,
-                &[("authorization", auth.as_str())],
-                axum::body::Body::empty(),
-            )
-            .await
-        }
-    };
-    let array = ask("array", "/opendap/climate/t2m.dds").await;
+    let array = app.get_as("array", "/opendap/climate/t2m.dds").await;
     assert_eq!(array.status, 200);
     assert!(!text(&array.body).contains("Grid"), "{}", text(&array.body));
-    assert_eq!(ask("array", "/opendap/climate.dds").await.status, 403);
-    let group = ask("group", "/opendap/climate/t2m.dds").await;
+    assert_eq!(
+        app.get_as("array", "/opendap/climate.dds").await.status,
+        403
+    );
+    let group = app.get_as("group", "/opendap/climate/t2m.dds").await;
     assert!(text(&group.body).contains("Grid"));
-    assert_eq!(ask("group", "/opendap/climate.das").await.status, 200);
+    assert_eq!(
+        app.get_as("group", "/opendap/climate.das").await.status,
+        200
+    );
 }

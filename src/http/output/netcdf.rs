@@ -328,27 +328,7 @@ fn encode(data: Data) -> ApiResult<Built> {
             if dim_names[d] == var_name {
                 continue;
             }
-            let cnc = if c.single {
-                NcType::Float
-            } else {
-                NcType::Double
-            };
-            let mut attrs = c.attributes.clone();
-            // The values are unpacked already.
-            for packed in ["scale_factor", "add_offset", "_FillValue", "missing_value"] {
-                attrs.remove(packed);
-            }
-            let mut values = Vec::with_capacity(c.values.len() * cnc.size());
-            for &x in &c.values {
-                put_number(&mut values, cnc, x);
-            }
-            vars.push(Variable {
-                name: dim_names[d].clone(),
-                dims: vec![d],
-                nc: cnc,
-                attrs: attributes(&attrs, cnc),
-                data: values,
-            });
+            vars.push(coordinate(&dim_names[d], d, c));
         }
     }
     let mut attrs = attributes(&data.attributes, nc);
@@ -373,6 +353,31 @@ fn encode(data: Data) -> ApiResult<Built> {
         bytes: out,
         filename: Some(format!("{var_name}.nc")),
     })
+}
+
+/// A coordinate's variable along dimension `d`: its values unpacked
+/// already, so without their packing attributes.
+fn coordinate(name: &str, d: usize, c: &crate::service::AxisValues) -> Variable {
+    let nc = if c.single {
+        NcType::Float
+    } else {
+        NcType::Double
+    };
+    let mut attrs = c.attributes.clone();
+    for packed in ["scale_factor", "add_offset", "_FillValue", "missing_value"] {
+        attrs.remove(packed);
+    }
+    let mut data = Vec::with_capacity(c.values.len() * nc.size());
+    for &x in &c.values {
+        put_number(&mut data, nc, x);
+    }
+    Variable {
+        name: name.to_string(),
+        dims: vec![d],
+        nc,
+        attrs: attributes(&attrs, nc),
+        data,
+    }
 }
 
 /// A variable of decoded numbers for [`numbers_file`]: NaN where missing,
@@ -419,26 +424,7 @@ pub fn numbers_file(vars: &[Numbers], globals: &Map<String, Value>) -> Vec<u8> {
             if out_vars.iter().any(|o| o.name == dims[d].0) {
                 continue;
             }
-            let nc = if c.single {
-                NcType::Float
-            } else {
-                NcType::Double
-            };
-            let mut attrs = c.attributes.clone();
-            for packed in ["scale_factor", "add_offset", "_FillValue", "missing_value"] {
-                attrs.remove(packed);
-            }
-            let mut data = Vec::with_capacity(c.values.len() * nc.size());
-            for &x in &c.values {
-                put_number(&mut data, nc, x);
-            }
-            out_vars.push(Variable {
-                name: dims[d].0.clone(),
-                dims: vec![d],
-                nc,
-                attrs: attributes(&attrs, nc),
-                data,
-            });
+            out_vars.push(coordinate(&dims[d].0, d, c));
         }
         let nc = if v.single {
             NcType::Float

@@ -52,7 +52,32 @@ pub fn token(secret: &str, scopes: &[Scope]) -> TokenConfig {
     }
 }
 
+/// A read token limited to `prefix`, its secret `{name}-token-0123456789`
+/// (what [`TestApp::get_as`] sends for `name`).
+pub fn reader_within(name: &str, prefix: &str) -> TokenConfig {
+    TokenConfig {
+        name: Some(name.into()),
+        token: Some(format!("{name}-token-0123456789")),
+        token_sha256: None,
+        scopes: vec![Scope::Read],
+        prefixes: vec![prefix.into()],
+        access_key_id: None,
+    }
+}
+
 impl TestApp {
+    /// A GET with the token of [`reader_within`]`(who, ..)`.
+    pub async fn get_as(&self, who: &str, uri: &str) -> Answer {
+        let auth = format!("Bearer {who}-token-0123456789");
+        self.request(
+            Method::GET,
+            uri,
+            &[("authorization", auth.as_str())],
+            Body::empty(),
+        )
+        .await
+    }
+
     /// An in-memory store that anyone may read and write.
     pub fn memory() -> Self {
         Self::with(Store::memory(), writable())
