@@ -9,3 +9,4 @@ pub mod extract;
 pub mod json_body;
 pub mod labels;
 pub mod range;
+pub mod wkt;
