@@ -2,8 +2,8 @@
 //! (dimensions, coordinates, data variables), coordinates kept as the
 //! index of their dimension, and selections by label turned into the
 //! index selections the engine reads. Every endpoint that speaks labels
-//! (`/api/v1/data`, statistics, and the map and protocol endpoints to
-//! come) asks here.
+//! (`/api/v1/data`, statistics, tiles, WMS and EDR's times and levels)
+//! asks here.
 
 use std::sync::Arc;
 use std::time::Instant;
