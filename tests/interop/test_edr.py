@@ -314,3 +314,34 @@ def test_a_projected_grid_answers_in_its_own_crs(served):
     ax, ay = np.meshgrid(ds.x.values, ds.y.values)
     alon, alat = Transformer.from_crs(UTM, "OGC:CRS84", always_xy=True).transform(ax.ravel(), ay.ravel())
     assert Path(ring).contains_points(np.column_stack([alon, alat])).sum() == inside.sum()
+
+
+def test_edges_of_places_and_parameters(served):
+    base, root = served
+    ds = decoded(root, "v3.zarr")
+    # A parameter named twice is answered once.
+    _, _, body = query(base, "v3.zarr", "position", coords="POINT(30 45)", datetime="2001-01-05", parameter_name="temp,temp")
+    assert body.count(b'"temp":{"type":"NdArray"') == 1
+    covjson(body)
+    # OGC's box across the antimeridian: west edge east of the east edge.
+    _, _, body = query(base, "v3.zarr", "cube", bbox="170,-10,-170,10", datetime="2001-01-05", parameter_name="temp")
+    cov = covjson(body)
+    assert cov["domain"]["axes"]["x"]["values"] == [180.0]
+    close(values(cov, "temp").ravel(), ds.temp.sel(time="2001-01-05", lon=180.0, lat=[5.0, -5.0]).values)
+    # Between the last longitude and the edge there is nothing to
+    # interpolate between: NaN, as xarray's interp.
+    _, _, body = query(base, "v3.zarr", "position", coords="POINT(352 0)", method="linear", datetime="2001-01-05", parameter_name="temp")
+    assert np.isnan(values(covjson(body), "temp")).all()
+    assert np.isnan(ds.temp.sel(time="2001-01-05").interp(lon=352.0, lat=0.0).values)
+    # A circle given in Web Mercator is the same circle.
+    _, _, a = query(base, "v3.zarr", "radius", coords="POINT(100 20)", within="1500", datetime="2001-01-05", parameter_name="temp")
+    from pyproj import Transformer
+
+    x, y = Transformer.from_crs("OGC:CRS84", "EPSG:3857", always_xy=True).transform(100, 20)
+    _, _, b = query(base, "v3.zarr", "radius", coords=f"POINT({x} {y})", crs="EPSG:3857", within="1500", datetime="2001-01-05", parameter_name="temp")
+    close(values(covjson(b), "temp"), values(covjson(a), "temp"))
+    for params, code in [("parameter-name=,", "bad_parameter")]:
+        got, doc = failing(f"{base}/edr/collections/v3.zarr/position?coords=POINT(1%202)&{params}")
+        assert (got, doc["code"]) == (400, code)
+    got, doc = failing(f"{base}/edr/collections/v3.zarr/corridor?coords=POINT(1%202)")
+    assert (got, doc["code"]) == (404, "not_served")

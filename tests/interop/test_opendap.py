@@ -24,6 +24,10 @@ FORMATS = {"v2.zarr": 2, "v3.zarr": 3}
 def dataset():
     ds = climate().isel(time=slice(0, 60))
     ds["station"] = ("band", np.array(["alpha", "bé", "c"], dtype=object))
+    # Unsigned bytes past 127, which netCDF-C reads signed unless told.
+    ds["bands"] = (("time", "band"), (np.arange(60 * 3) * 7 % 256).astype("uint8").reshape(60, 3))
+    # A name a DDS escapes (netCDF-C escapes it once more in its requests).
+    ds["air temp"] = ds.temp * 2
     ds.attrs.update({"title": "a test dataset", "Conventions": "CF-1.8", "version": 3})
     return ds
 
@@ -106,6 +110,8 @@ def test_xarray_through_netcdf_c_reads_like_zarr(served, name):
     with xr.open_dataset(f"{base}/opendap/{name}", engine="netcdf4") as ds:
         for var in ["temp", "packed", "lat", "lon", "time", "depth", "ocean", "bands"]:
             assert_same(ds[var].values, expected[var].values)
+        # netCDF-C names a variable as the DDS escapes it, and asks for it so.
+        assert_same(ds["air%20temp"][2:9:3].values, expected["air temp"][2:9:3].values)
         assert ds.temp.attrs["units"] == "degC"
         assert ds.attrs["title"] == "a test dataset"
         # A hyperslab with a stride: netCDF-C sends it as a constraint.

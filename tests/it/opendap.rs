@@ -117,3 +117,37 @@ async fn a_token_for_an_array_reads_it_without_the_coordinates_beside_it() {
         200
     );
 }
+
+#[tokio::test]
+async fn an_answer_over_the_limit_is_refused_before_anything_is_sent() {
+    let app = demo(Config {
+        json_limit: 1 << 20,
+        ..config()
+    })
+    .await;
+    // t2m is 5.9 MB: refused whole, with DAP's error, never a cut-off 200.
+    let dods = app.get("/opendap/climate.dods?t2m").await;
+    assert_eq!(dods.status, 413, "{}", text(&dods.body));
+    assert!(text(&dods.body).starts_with("Error {"));
+    let dap = app.get("/opendap/climate.dap?dap4.ce=/t2m").await;
+    assert_eq!(dap.status, 413);
+    assert!(text(&dap.body).contains("<Error httpcode=\"413\">"));
+    let ascii = app.get("/opendap/climate.ascii?t2m").await;
+    assert_eq!(ascii.status, 413);
+    // The coordinates alone fit.
+    let small = app.get("/opendap/climate.dods?lat,lon,time").await;
+    assert_eq!(small.status, 200);
+}
+
+#[tokio::test]
+async fn a_stride_past_the_end_takes_the_start_alone() {
+    let app = demo(config()).await;
+    let huge = app
+        .get("/opendap/climate.dods?lat%5B3:18446744073709551615:44%5D")
+        .await;
+    assert_eq!(huge.status, 200);
+    let body = &huge.body;
+    let at = body.windows(6).position(|w| w == b"Data:\n").unwrap() + 6;
+    assert_eq!(&body[at..at + 8], [0, 0, 0, 1, 0, 0, 0, 1]);
+    assert_eq!(body.len(), at + 16, "one float64 after the two counts");
+}

@@ -27,6 +27,8 @@ use crate::zarr::cf::coords::LabelSel;
 
 /// The query types, as the path's last segment names them.
 const QUERIES: &[&str] = &["position", "area", "cube", "radius", "trajectory"];
+/// EDR's other query types and resources, which zarrd does not serve.
+const NOT_SERVED: &[&str] = &["corridor", "items", "locations", "instances"];
 const FORMATS: &[&str] = &["CoverageJSON", "GeoJSON", "CSV", "NetCDF"];
 const CRS84_WKT: &str = "GEOGCS[\"WGS 84\",DATUM[\"WGS_1984\",SPHEROID[\"WGS 84\",6378137,298.257223563]],PRIMEM[\"Greenwich\",0],UNIT[\"degree\",0.0174532925199433],AXIS[\"Longitude\",EAST],AXIS[\"Latitude\",NORTH]]";
 const CONFORMANCE: &[&str] = &[
@@ -63,7 +65,9 @@ fn bad(code: &'static str, message: impl Into<String>) -> ApiError {
 fn split(path: &str) -> (&str, Option<&str>) {
     let path = path.trim_matches('/');
     match path.rsplit_once('/') {
-        Some((id, last)) if QUERIES.contains(&last) => (id, Some(last)),
+        Some((id, last)) if QUERIES.contains(&last) || NOT_SERVED.contains(&last) => {
+            (id, Some(last))
+        }
         _ => (path, None),
     }
 }
@@ -184,7 +188,7 @@ async fn collection_json(
     // Times (RFC 3339, so they compare as text) and levels of every parameter.
     let mut times: Option<(String, String)> = None;
     let mut levels: Vec<f64> = Vec::new();
-    let mut vertical_name: Option<String> = None;
+    let mut vertical_name: Option<(String, &str)> = None;
     for layer in layers {
         let b = bounds_degrees(layer);
         bbox = [
@@ -215,7 +219,10 @@ async fn collection_json(
                 };
             } else if other.is_vertical() {
                 levels.extend(c.values.iter().copied());
-                vertical_name.get_or_insert_with(|| other.name.clone());
+                if vertical_name.is_none() {
+                    let down = c.attributes.get("positive").and_then(Value::as_str) == Some("down");
+                    vertical_name = Some((other.name.clone(), if down { "down" } else { "up" }));
+                }
             }
         }
     }
@@ -229,7 +236,7 @@ async fn collection_json(
             }),
         );
     }
-    if let Some(name) = vertical_name {
+    if let Some((name, direction)) = vertical_name {
         levels.sort_by(f64::total_cmp);
         levels.dedup();
         let lo = levels.first().copied().unwrap_or(0.0);
@@ -239,7 +246,7 @@ async fn collection_json(
             json!({
                 "interval": [[lo.to_string(), hi.to_string()]],
                 "values": levels.iter().map(|v| v.to_string()).collect::<Vec<_>>(),
-                "vrs": format!("VERTCRS[\"{name}\",VDATUM[\"unknown\"],CS[vertical,1],AXIS[\"{name}\",up]]"),
+                "vrs": format!("VERTCRS[\"{name}\",VDATUM[\"unknown\"],CS[vertical,1],AXIS[\"{name}\",{direction}]]"),
                 "name": name,
             }),
         );
@@ -342,6 +349,16 @@ async fn query_collection(
     asked: &str,
     query: &str,
 ) -> Result<Response, ApiError> {
+    if NOT_SERVED.contains(&asked) {
+        return Err(ApiError::new(
+            StatusCode::NOT_FOUND,
+            "not_served",
+            format!(
+                "'{asked}' is an EDR query zarrd does not serve (it serves {})",
+                QUERIES.join(", ")
+            ),
+        ));
+    }
     let params = Params(
         url::form_urlencoded::parse(query.as_bytes())
             .map(|(k, v)| (k.into_owned(), v.into_owned()))
@@ -368,9 +385,12 @@ async fn query_collection(
         }
     };
     let format = output_format(params.get(&["f"]))?;
-    let chosen: Vec<&Arc<MapLayer>> =
+    let mut chosen: Vec<&Arc<MapLayer>> =
         match params.get(&["parameter-name", "parameter_names", "parameter-names"]) {
             None => layers.iter().collect(),
+            Some(list) if list.split(',').all(|n| n.trim().is_empty()) => {
+                return Err(bad("bad_parameter", "parameter-name: names no parameter"))
+            }
             Some(list) => list
                 .split(',')
                 .map(str::trim)
@@ -389,17 +409,37 @@ async fn query_collection(
                 })
                 .collect::<Result<_, _>>()?,
         };
+    // Each parameter once, however often it is named.
+    let mut seen = std::collections::HashSet::new();
+    chosen.retain(|l| seen.insert(l.path.clone()));
     let datetime = params.get(&["datetime"]);
     let z = params.get(&["z"]);
+    // What an answer holds per value, in the format it is written as.
+    let per_value = match format {
+        "GeoJSON" => 200,
+        "CSV" => 64,
+        "CoverageJSON" => 48,
+        _ => 32,
+    };
+    let limit = state.service.limits().in_memory;
     let mut samples: Vec<Sampled> = Vec::with_capacity(chosen.len());
+    let mut held = 0u64;
     for layer in &chosen {
         let q = layer_query(layer, datetime, z)?;
-        samples.push(
-            state
-                .service
-                .sample(layer, &place, &crs, interpolation, &q)
-                .await?,
-        );
+        let s = state
+            .service
+            .sample(layer, &place, &crs, interpolation, &q, per_value)
+            .await?;
+        // The parameters together, not each alone, are held to the limit.
+        held = held.saturating_add((s.values.len() as u64).saturating_mul(per_value));
+        if held > limit {
+            return Err(ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "too_large",
+                format!("these parameters here would take more than the {limit} bytes one answer may hold: ask for fewer parameters, a smaller area or fewer times"),
+            ));
+        }
+        samples.push(s);
     }
     let (x_name, y_name) = match (chosen.first(), &place) {
         (Some(l), p) if !matches!(p, Place::Trajectory(_)) => {
@@ -592,10 +632,11 @@ fn place(asked: &str, params: &Params) -> Result<Place, ApiError> {
                 ))
             }
         };
-        if b[0] > b[2] || b[1] > b[3] || b.iter().any(|x| !x.is_finite()) {
+        // A west edge east of the east edge crosses the antimeridian.
+        if b[1] > b[3] || b.iter().any(|x| !x.is_finite()) {
             return Err(bad(
                 "bad_bbox",
-                format!("bbox: '{bbox}' has a minimum above its maximum"),
+                format!("bbox: '{bbox}' has its south edge north of its north edge, or a number that is not finite"),
             ));
         }
         return Ok(Place::Box(b));

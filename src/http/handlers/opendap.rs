@@ -4,9 +4,6 @@
 //! an array, of itself and the coordinates beside it when the caller may
 //! read its group. Errors are DAP's own: DAP2's `Error {...}`, DAP4's XML.
 
-use std::sync::Arc;
-
-use axum::body::{Body, Bytes};
 use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -159,18 +156,16 @@ async fn answer_of(
         }
         Answer::Ascii => ascii(state, &dataset, &items).await,
         Answer::Dods => {
-            let pieces = sized(state, &items, Wire::Xdr)?;
-            let mut head = dap2::dds(&dataset.name, &items);
-            head.push_str("Data:\n");
-            let body = stream(
-                state,
-                head.into_bytes(),
-                pieces,
-                |p, dtype, data, _| dap2::xdr(p, dtype, data),
-                Vec::new(),
-                false,
-            );
-            let mut r = Response::new(body);
+            let mut body = dap2::dds(&dataset.name, &items).into_bytes();
+            body.extend_from_slice(b"Data:\n");
+            for part in encoded(state, &items, Wire::Xdr, |p, dtype, data| {
+                dap2::xdr(p, dtype, data)
+            })
+            .await?
+            {
+                body.extend_from_slice(&part);
+            }
+            let mut r = body.into_response();
             let h = r.headers_mut();
             h.insert(
                 header::CONTENT_TYPE,
@@ -181,11 +176,17 @@ async fn answer_of(
             Ok(r)
         }
         Answer::Dap => {
-            let pieces = sized(state, &items, Wire::Little)?;
-            let refs: Vec<&Piece> = pieces.iter().collect();
-            let head = dap4::head(&dap4::dmr(&dataset, &refs));
-            let body = stream(state, head, pieces, dap4::values, dap4::end(), checksum);
-            let mut r = Response::new(body);
+            let pieces: Vec<&Piece> = items.iter().flat_map(Item::pieces).collect();
+            let mut body = dap4::head(&dap4::dmr(&dataset, &pieces));
+            for part in encoded(state, &items, Wire::Little, |p, dtype, data| {
+                dap4::values(p, dtype, data, checksum)
+            })
+            .await?
+            {
+                body.extend_from_slice(&part);
+            }
+            body.extend_from_slice(&dap4::end());
+            let mut r = body.into_response();
             r.headers_mut().insert(
                 header::CONTENT_TYPE,
                 HeaderValue::from_static("application/vnd.opendap.dap4.data"),
@@ -234,41 +235,73 @@ fn typed(body: String, content_type: &'static str) -> Response {
     r
 }
 
-/// The pieces of `items`, each checked against the limit of what one read
-/// may hold before anything is sent (so no answer stops half way for its size).
-fn sized(state: &AppState, items: &[Item], wire: Wire) -> Result<Vec<Piece>, ApiError> {
+/// Bytes a string element is counted as before it is read (its length
+/// word and some text); the read itself holds strings to the limit.
+const STRING_BYTES: u64 = 16;
+
+/// Bytes an element takes as text, about.
+const ASCII_BYTES: u64 = 16;
+
+/// The pieces of `items` read and encoded by `encode`, in order. Nothing
+/// is sent before every read has succeeded, so a limit or a spent memory
+/// budget is a status, never an answer cut short: the elements of all
+/// pieces count together against the in-memory limit (each its stored
+/// and its encoded bytes), and each read reserves its encoding from the
+/// memory budget.
+async fn encoded(
+    state: &AppState,
+    items: &[Item],
+    wire: Wire,
+    encode: impl Fn(&Piece, &DataType, &ArrayBytes) -> Result<Vec<u8>, String>,
+) -> Result<Vec<Vec<u8>>, ApiError> {
     let limit = state.service.limits().in_memory;
-    let pieces: Vec<Piece> = items.iter().flat_map(Item::pieces).cloned().collect();
-    for p in &pieces {
-        let bytes = p.count().saturating_mul(p.ty.wire_size(wire));
-        if bytes > limit {
-            return Err(ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "too_large",
-                format!(
-                    "'{}' is {bytes} bytes here, over the {limit} one answer may hold: ask for a hyperslab",
-                    p.var.name
-                ),
-            ));
-        }
+    let pieces: Vec<&Piece> = items.iter().flat_map(Item::pieces).collect();
+    let per_element = |p: &Piece| {
+        let stored = p.var.dtype.size().map_or(STRING_BYTES, |s| s as u64);
+        stored + p.ty.wire_size(wire).max(1)
+    };
+    let total = pieces.iter().fold(0u64, |sum, p| {
+        sum.saturating_add(p.count().saturating_mul(per_element(p)))
+    });
+    if total > limit {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_large",
+            format!(
+                "this answer would hold {total} bytes, over the {limit} one answer may hold: ask for fewer variables or a hyperslab"
+            ),
+        ));
     }
-    Ok(pieces)
+    let mut out = Vec::with_capacity(pieces.len());
+    for p in pieces {
+        let (dtype, data) = read(state, p, p.ty.wire_size(wire)).await?;
+        out.push(
+            encode(p, &dtype, &data)
+                .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", e))?,
+        );
+    }
+    Ok(out)
 }
 
-/// One piece read: its elements as decoded.
-async fn read(state: &AppState, piece: &Piece) -> Result<(DataType, ArrayBytes), ApiError> {
+/// One piece read: its elements as decoded, with `encoding` bytes an
+/// element reserved beside them for what they are written as.
+async fn read(
+    state: &AppState,
+    piece: &Piece,
+    encoding: u64,
+) -> Result<(DataType, ArrayBytes), ApiError> {
     let request = ReadRequest {
         selection: piece.selection(),
         field: None,
         fixed_size_only: false,
-        encoding_per_element: 0,
+        encoding_per_element: encoding,
     };
     let data = state
         .service
         .read(
             &piece.var.path,
             request,
-            Residence::InMemory { expansion: 2 },
+            Residence::InMemory { expansion: 1 },
         )
         .await?;
     let bytes = match data.content {
@@ -285,38 +318,6 @@ async fn read(state: &AppState, piece: &Piece) -> Result<(DataType, ArrayBytes),
     Ok((data.dtype, bytes))
 }
 
-type Encoder = fn(&Piece, &DataType, &ArrayBytes, bool) -> Result<Vec<u8>, String>;
-
-/// `head`, each piece read and encoded in turn (one in memory at a time),
-/// then `tail`.
-fn stream(
-    state: &AppState,
-    head: Vec<u8>,
-    pieces: Vec<Piece>,
-    encode: Encoder,
-    tail: Vec<u8>,
-    checksum: bool,
-) -> Body {
-    let state = Arc::new(state.clone());
-    let values = futures::stream::iter(pieces).then(move |piece| {
-        let state = state.clone();
-        async move {
-            let (dtype, data) = read(&state, &piece)
-                .await
-                .map_err(|e| std::io::Error::other(e.message))?;
-            encode(&piece, &dtype, &data, checksum)
-                .map(Bytes::from)
-                .map_err(std::io::Error::other)
-        }
-    });
-    let body = futures::stream::once(async move { Ok(Bytes::from(head)) })
-        .chain(values)
-        .chain(futures::stream::iter(
-            (!tail.is_empty()).then(|| Ok(Bytes::from(tail))),
-        ));
-    Body::from_stream(body)
-}
-
 /// `.ascii`: the DDS, a rule, and each piece's values as text (built
 /// whole: text takes some ten times the values' bytes).
 async fn ascii(state: &AppState, dataset: &Dataset, items: &[Item]) -> Result<Response, ApiError> {
@@ -324,8 +325,11 @@ async fn ascii(state: &AppState, dataset: &Dataset, items: &[Item]) -> Result<Re
     let total: u64 = items
         .iter()
         .flat_map(Item::pieces)
-        .map(|p| p.count().saturating_mul(p.ty.wire_size(Wire::Little)))
-        .sum();
+        .map(|p| {
+            let each = p.var.dtype.size().map_or(STRING_BYTES, |s| s as u64);
+            p.count().saturating_mul(each)
+        })
+        .fold(0, u64::saturating_add);
     if total > limit {
         return Err(ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
@@ -341,8 +345,19 @@ async fn ascii(state: &AppState, dataset: &Dataset, items: &[Item]) -> Result<Re
             Item::Structure { name, .. } => format!("{name}."),
         };
         for p in item.pieces() {
-            let (dtype, data) = read(state, p).await?;
-            s.push_str(&dap2::ascii(&prefix, p, &dtype, &data).map_err(bad)?);
+            let (dtype, data) = read(state, p, ASCII_BYTES).await?;
+            let text = dap2::ascii(&prefix, p, &dtype, &data).map_err(bad)?;
+            if (s.len() + text.len()) as u64 > limit * 10 {
+                return Err(ApiError::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    "too_large",
+                    format!(
+                        "the values are too many to write as text (at most {} bytes): ask for a hyperslab, or .dods",
+                        limit * 10
+                    ),
+                ));
+            }
+            s.push_str(&text);
         }
     }
     Ok(text(s, "dods-ascii"))

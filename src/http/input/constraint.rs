@@ -105,7 +105,10 @@ fn projection(text: &str, member_sep: char) -> Result<Projection, String> {
                 "'{text}': a hyperslab goes after the last name (on the grid's array or map)"
             ));
         }
-        names.push(name.to_string());
+        // Names are escaped as a DDS writes them (`with%20space`), and the
+        // URL escapes them once more: decoded again, as libdap's www2id.
+        let name = percent_encoding::percent_decode_str(name).decode_utf8_lossy();
+        names.push(name.into_owned());
         rest = &rest[end..];
         while let Some(inner) = rest.strip_prefix('[') {
             let close = inner

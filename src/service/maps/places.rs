@@ -65,10 +65,6 @@ pub struct Sampled {
     pub reservation: Reservation,
 }
 
-/// Bytes an answer holds per element: the value, and its share of the
-/// text it is written as.
-const ELEMENT_BYTES: u64 = 48;
-
 fn outside(what: &str) -> ServiceError {
     ServiceError::new(
         crate::service::ErrorKind::NotFound,
@@ -81,6 +77,10 @@ fn outside(what: &str) -> ServiceError {
 fn inside(rings: &[Vec<(f64, f64)>], (x, y): (f64, f64)) -> bool {
     let mut odd = false;
     for ring in rings {
+        let outside_box = ring.iter().all(|p| p.1 > y) || ring.iter().all(|p| p.1 < y);
+        if outside_box {
+            continue;
+        }
         let n = ring.len();
         for i in 0..n {
             let (x1, y1) = ring[i];
@@ -147,7 +147,9 @@ fn extent(place: &Place) -> [f64; 4] {
 
 impl Service {
     /// `layer`'s values at `place` (given in `crs`), its other dimensions
-    /// as `query` selects them (all of each it leaves out).
+    /// as `query` selects them (all of each it leaves out). `per_value`:
+    /// the bytes the answer holds for each value (the value and its share
+    /// of what it is written as), reserved and held to the in-memory limit.
     pub async fn sample(
         &self,
         layer: &MapLayer,
@@ -155,7 +157,24 @@ impl Service {
         crs: &Crs,
         interpolation: Interpolation,
         query: &Query,
+        per_value: u64,
     ) -> Result<Sampled> {
+        // A circle is measured on the sphere: its centre in degrees.
+        let (place, crs) = match place {
+            Place::Radius { x, y, km } if !crs.is_degrees() => {
+                let mut c = [(*x, *y)];
+                crs.to_degrees(&mut c);
+                (
+                    &Place::Radius {
+                        x: c[0].0,
+                        y: c[0].1,
+                        km: *km,
+                    },
+                    &Crs::degrees(),
+                )
+            }
+            _ => (place, crs),
+        };
         let grid = layer.grid().clone();
         let array = self.array(&layer.levels[0].path).await?;
         let (yd, xd) = (grid.y_dim, grid.x_dim);
@@ -203,6 +222,9 @@ impl Service {
                 let (r, c) = grid
                     .locate(p[0])
                     .ok_or_else(|| outside(&format!("POINT({x} {y})")))?;
+                // Between the outermost cell centres and the edges there
+                // is nothing to interpolate between (xarray's interp: NaN).
+                let beyond = r < 0.0 || c < 0.0 || r > (ny - 1) as f64 || c > (nx - 1) as f64;
                 let (r, c) = (r.clamp(0.0, (ny - 1) as f64), c.clamp(0.0, (nx - 1) as f64));
                 match interpolation {
                     Interpolation::Nearest => {
@@ -214,7 +236,7 @@ impl Service {
                         let c0 = (c.floor() as u64).min(nx.saturating_sub(2) as u64);
                         dims[yd] = range(r0, (ny as u64).min(2));
                         dims[xd] = range(c0, (nx as u64).min(2));
-                        linear = Some((r - r0 as f64, c - c0 as f64, p[0]));
+                        linear = Some((r - r0 as f64, c - c0 as f64, p[0], beyond));
                     }
                 }
             }
@@ -269,7 +291,7 @@ impl Service {
             Resolved::Orthogonal(d) => d.iter().map(|d| d.indices.len()).product::<u64>(),
             Resolved::Points { .. } => points.len() as u64,
         };
-        let bytes = count.saturating_mul(ELEMENT_BYTES);
+        let bytes = count.saturating_mul(per_value);
         let limit = self.limits().in_memory;
         if bytes > limit {
             return Err(ServiceError::new(
@@ -326,20 +348,29 @@ impl Service {
             set_values(&mut axes[xd], xs);
         }
         if let Some(mask) = mask {
+            // Each cell tested once, whatever the times and levels.
             let (ys, xs) = (axis_values(&axes[yd]), axis_values(&axes[xd]));
+            let inside: Vec<bool> = ys
+                .iter()
+                .flat_map(|&y| xs.iter().map(move |&x| (x, y)))
+                .map(&mask)
+                .collect();
             let strides = strides(&out_shape);
             for (i, v) in values.iter_mut().enumerate() {
                 let (r, c) = (
                     (i as u64 / strides[yd]) % out_shape[yd],
                     (i as u64 / strides[xd]) % out_shape[xd],
                 );
-                if !mask((xs[c as usize], ys[r as usize])) {
+                if !inside[(r * out_shape[xd] + c) as usize] {
                     *v = f64::NAN;
                 }
             }
         }
-        if let Some((fr, fc, (x, y))) = linear {
+        if let Some((fr, fc, (x, y), beyond)) = linear {
             values = bilinear(&values, &out_shape, yd, xd, fr, fc);
+            if beyond {
+                values.iter_mut().for_each(|v| *v = f64::NAN);
+            }
             out_shape[yd] = 1;
             out_shape[xd] = 1;
             set_values(&mut axes[yd], vec![y]);
@@ -402,8 +433,22 @@ struct Region {
 }
 
 fn region(grid: &GeoGrid, place: &Place, crs: &Crs) -> Result<Region> {
-    let [x0, y0, x1, y1] = extent(place);
+    let [mut x0, y0, mut x1, y1] = extent(place);
     let degrees = crs.is_degrees() && grid.crs.is_degrees();
+    if degrees {
+        // West of east across the antimeridian (`170..-170`), a box of the
+        // whole circle or more as the circle once, and the west edge
+        // between -180 and 180, so longitudes far out keep their digits.
+        if x1 < x0 {
+            x1 += 360.0;
+        }
+        if x1 - x0 >= 360.0 {
+            (x0, x1) = (-180.0, 180.0 - 1e-9);
+        } else {
+            let turns = ((x0 + 180.0) / 360.0).floor() * 360.0;
+            (x0, x1) = (x0 - turns, x1 - turns);
+        }
+    }
     let b = if degrees {
         [x0, y0, x1, y1]
     } else {
@@ -416,7 +461,7 @@ fn region(grid: &GeoGrid, place: &Place, crs: &Crs) -> Result<Region> {
             .values()
             .iter()
             .enumerate()
-            .map(|(i, &v)| (x0 + (v - x0).rem_euclid(360.0), i as u64))
+            .map(|(i, &v)| (v + ((x0 - v) / 360.0).ceil() * 360.0, i as u64))
             .filter(|(v, _)| *v <= x1)
             .collect();
         cols.sort_by(|a, b| a.0.total_cmp(&b.0));

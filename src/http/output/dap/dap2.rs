@@ -56,6 +56,10 @@ pub fn das(dataset: &Dataset) -> String {
     for (v, ty) in &dataset.vars {
         let _ = writeln!(s, "    {} {{", www_name(&v.name));
         container(&mut s, &v.attributes, Some(*ty));
+        // netCDF-C reads a DAP2 Byte as a signed byte unless told.
+        if *ty == DapType::Byte && !v.attributes.contains_key("_Unsigned") {
+            s.push_str("        String _Unsigned \"true\";\n");
+        }
         s.push_str("    }\n");
     }
     s.push_str("    NC_GLOBAL {\n");
@@ -174,4 +178,49 @@ pub fn ascii(
         let _ = writeln!(s, "{name}{idx}, {}", chunk.join(", "));
     }
     Ok(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::service::{Described, Variable};
+    use crate::store::StoreKey;
+
+    fn var(name: &str, dtype: DataType, shape: Vec<u64>) -> Variable {
+        Variable {
+            name: name.into(),
+            path: StoreKey::new(name).unwrap(),
+            dimensions: (0..shape.len()).map(|i| format!("d{i}")).collect(),
+            shape,
+            dtype,
+            attributes: serde_json::Map::new(),
+        }
+    }
+
+    #[test]
+    fn the_das_says_what_dap2_cannot_carry_and_that_bytes_are_unsigned() {
+        let described = Described {
+            name: "g".into(),
+            attributes: serde_json::Map::new(),
+            variables: vec![
+                var("u8", DataType::UInt8, vec![4]),
+                var("i64", DataType::Int64, vec![4]),
+                var("huge", DataType::Float32, vec![1 << 40]),
+            ],
+            left_out: Vec::new(),
+        };
+        let dataset = Dataset::new(described, Version::Dap2);
+        let das = das(&dataset);
+        assert!(
+            das.contains("    u8 {\n        String _Unsigned \"true\";"),
+            "{das}"
+        );
+        assert!(das.contains("i64: int64 is 64-bit"), "{das}");
+        assert!(
+            das.contains("huge: a dimension of 1099511627776 elements"),
+            "{das}"
+        );
+        let dds = dds(&dataset.name, &dataset.plan(&[]).unwrap());
+        assert!(!dds.contains("huge") && !dds.contains("i64"), "{dds}");
+    }
 }

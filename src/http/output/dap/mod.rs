@@ -255,7 +255,11 @@ pub fn attributes(attrs: &Map<String, Value>, own: Option<DapType>, v: Version) 
             (Some(ty), Some(ns)) => Attribute {
                 name: name.clone(),
                 ty,
-                values: ns.iter().map(|&n| number_text(n, ty)).collect(),
+                values: list
+                    .iter()
+                    .zip(&ns)
+                    .map(|(x, &n)| exact(x, ty).unwrap_or_else(|| number_text(n, ty)))
+                    .collect(),
             },
             (None, Some(ns)) if list.iter().all(|x| x.is_number() || x.is_boolean()) => {
                 let integers = list
@@ -272,8 +276,8 @@ pub fn attributes(attrs: &Map<String, Value>, own: Option<DapType>, v: Version) 
                 };
                 let values = list
                     .iter()
-                    .map(|x| match (x.as_i64(), x.as_bool()) {
-                        (Some(i), _) if ty != DapType::Float64 => i.to_string(),
+                    .map(|x| match (exact(x, ty), x.as_bool()) {
+                        (Some(text), _) => text,
                         (_, Some(b)) => u8::from(b).to_string(),
                         _ => number_text(cf::attr_number(x).unwrap_or(f64::NAN), ty),
                     })
@@ -299,6 +303,17 @@ pub fn attributes(attrs: &Map<String, Value>, own: Option<DapType>, v: Version) 
         out.push(attr);
     }
     out
+}
+
+/// A JSON integer as the text of an integer type, digit for digit (no
+/// trip through a float: 2^64 - 1 stays itself).
+fn exact(x: &Value, ty: DapType) -> Option<String> {
+    if ty.is_float() || ty == DapType::String {
+        return None;
+    }
+    x.as_i64()
+        .map(|i| i.to_string())
+        .or_else(|| x.as_u64().map(|u| u.to_string()))
 }
 
 /// A number as DAP's text forms read it back exactly.
@@ -421,9 +436,16 @@ impl Dataset {
         let mut vars = Vec::new();
         let mut left_out = described.left_out;
         for v in described.variables {
-            match dap_type(&v.dtype, version) {
-                Ok(t) => vars.push((v, t)),
-                Err(why) => left_out.push((v.name.clone(), why)),
+            let too_long = v.shape.iter().find(|&&n| n > i32::MAX as u64);
+            match (dap_type(&v.dtype, version), too_long) {
+                (Ok(_), Some(n)) if version == Version::Dap2 => left_out.push((
+                    v.name.clone(),
+                    format!(
+                        "a dimension of {n} elements, more than DAP2 can count: read it with DAP4"
+                    ),
+                )),
+                (Ok(t), _) => vars.push((v, t)),
+                (Err(why), _) => left_out.push((v.name.clone(), why)),
             }
         }
         Dataset {
@@ -514,6 +536,17 @@ impl Dataset {
             }
         }
         for p in projections {
+            // A name holding a dot (`a.b`) reads as a grid's member.
+            let dotted = p.member.as_ref().map(|m| format!("{}.{m}", p.name));
+            let (name, member) = match dotted {
+                Some(d) if self.index(&p.name).is_err() && self.index(&d).is_ok() => (d, None),
+                _ => (p.name.clone(), p.member.clone()),
+            };
+            let p = &Projection {
+                name,
+                member,
+                slabs: p.slabs.clone(),
+            };
             let i = self.index(&p.name)?;
             let entry = asked[i].get_or_insert_with(Asked::default);
             match &p.member {
@@ -608,12 +641,15 @@ fn cut(var: &str, dim: &str, len: u64, slab: &Slab) -> Result<Cut, String> {
             len - 1
         ));
     }
+    // A stride past the end takes the start alone (and stays a step the
+    // engine's signed selections can hold).
+    let stride = slab.stride.min(len);
     Ok(Cut {
         dim: dim.to_string(),
         len,
         start: slab.start,
-        stride: slab.stride,
-        count: (stop - slab.start) / slab.stride + 1,
+        stride,
+        count: (stop - slab.start) / stride + 1,
     })
 }
 
@@ -622,7 +658,7 @@ fn cut(var: &str, dim: &str, len: u64, slab: &Slab) -> Result<Cut, String> {
 pub fn www_name(name: &str) -> String {
     let mut out = String::with_capacity(name.len());
     for c in name.chars() {
-        if c.is_ascii_alphanumeric() || "_!~*'-\"/".contains(c) {
+        if c.is_ascii_alphanumeric() || "_!~*'-\"/.".contains(c) {
             out.push(c);
         } else {
             let mut buf = [0u8; 4];
