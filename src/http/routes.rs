@@ -496,6 +496,24 @@ mod tests {
                 .resource_of("get", "/api/v1/stats", None),
             None
         );
+        // A protocol's suffix or query type is not part of the node.
+        let dap = matched("/opendap/{*path}").unwrap();
+        assert_eq!(
+            dap.resource_of("get", "/opendap/climate/t2m.dmr.xml", None)
+                .as_deref(),
+            Some("climate/t2m")
+        );
+        let edr = matched("/edr/collections/{*path}").unwrap();
+        assert_eq!(
+            edr.resource_of("get", "/edr/collections/era5/surface/cube", None)
+                .as_deref(),
+            Some("era5/surface")
+        );
+        assert_eq!(
+            edr.resource_of("get", "/edr/collections/root", None)
+                .as_deref(),
+            Some("")
+        );
         let object = matched("/s3/{bucket}/{*key}").unwrap();
         assert_eq!(
             object

@@ -2,20 +2,12 @@
 //! position query equal to the stored values, answers in every format,
 //! and EDR's errors; a token limited to the group reads its collection.
 
-use crate::common::app::TestApp;
-use zarrd::config::{Config, Recheck};
-
-async fn demo() -> TestApp {
-    let config = Config {
-        recheck_cached: Recheck::Never,
-        ..Config::default()
-    };
-    TestApp::with(zarrd::demo::store().await.unwrap(), config)
-}
+use crate::common::app::{demo_config, reader_within, TestApp};
+use zarrd::config::Config;
 
 #[tokio::test]
 async fn a_position_is_the_stored_series_of_the_nearest_cell() {
-    let app = demo().await;
+    let app = TestApp::demo(demo_config()).await;
     let c = app.get("/edr/collections/climate").await;
     assert_eq!(c.status, 200);
     let c = c.json();
@@ -52,7 +44,7 @@ async fn a_position_is_the_stored_series_of_the_nearest_cell() {
 
 #[tokio::test]
 async fn errors_are_edr_exceptions() {
-    let app = demo().await;
+    let app = TestApp::demo(demo_config()).await;
     let e = app
         .get("/edr/collections/climate/area?coords=POINT(1%202)")
         .await;
@@ -77,4 +69,23 @@ async fn errors_are_edr_exceptions() {
     assert_eq!(one_day.status, 200);
     let conf = app.get("/edr/conformance").await.json();
     assert!(conf["conformsTo"].as_array().unwrap().len() >= 5);
+}
+
+#[tokio::test]
+async fn a_token_for_the_group_reads_its_collection_not_every_collection() {
+    let app = TestApp::demo(Config {
+        tokens: vec![reader_within("group", "climate")],
+        allow_anonymous_reads: Some(false),
+        ..demo_config()
+    })
+    .await;
+    let position = "/edr/collections/climate/position?coords=POINT(41%2061)&datetime=2024-01-01";
+    assert_eq!(app.get_as("group", position).await.status, 200);
+    assert_eq!(
+        app.get_as("group", "/edr/collections/climate").await.status,
+        200
+    );
+    // Every collection is the whole store: judged against the root.
+    assert_eq!(app.get_as("group", "/edr/collections").await.status, 403);
+    assert_eq!(app.get(position).await.status, 401);
 }

@@ -2,19 +2,8 @@
 //! longitudes): tiles and WMS answer its values where they are on Earth,
 //! refuse what is not a map, and hold pictures to the memory budget.
 
-use crate::common::app::{reader_within, TestApp};
-use zarrd::config::{Config, Recheck};
-
-async fn demo(config: Config) -> TestApp {
-    TestApp::with(zarrd::demo::store().await.unwrap(), config)
-}
-
-fn config() -> Config {
-    Config {
-        recheck_cached: Recheck::Never,
-        ..Config::default()
-    }
-}
+use crate::common::app::{demo_config, reader_within, TestApp};
+use zarrd::config::Config;
 
 fn png_size(body: &[u8]) -> (u32, u32) {
     let reader = png::Decoder::new(std::io::Cursor::new(body))
@@ -25,7 +14,7 @@ fn png_size(body: &[u8]) -> (u32, u32) {
 
 #[tokio::test]
 async fn a_tile_is_a_picture_and_feature_info_is_the_stored_value() {
-    let app = demo(config()).await;
+    let app = TestApp::demo(demo_config()).await;
     let tile = app
         .get("/tiles/climate/t2m/WorldCRS84Quad/0/1/0.png?vmin=-40&vmax=40")
         .await;
@@ -58,7 +47,7 @@ async fn a_tile_is_a_picture_and_feature_info_is_the_stored_value() {
 
 #[tokio::test]
 async fn capabilities_list_georeferenced_arrays_with_their_times() {
-    let app = demo(config()).await;
+    let app = TestApp::demo(demo_config()).await;
     let caps = app.get("/wms?service=wms&request=GetCapabilities").await;
     assert_eq!(caps.status, 200);
     let text = String::from_utf8(caps.body).unwrap();
@@ -77,7 +66,7 @@ async fn capabilities_list_georeferenced_arrays_with_their_times() {
 
 #[tokio::test]
 async fn what_is_not_a_map_is_refused_clearly() {
-    let app = demo(config()).await;
+    let app = TestApp::demo(demo_config()).await;
     let not_map = app
         .get("/tiles/v3/elevation/WebMercatorQuad/0/0/0.png")
         .await;
@@ -132,9 +121,9 @@ async fn what_is_not_a_map_is_refused_clearly() {
 
 #[tokio::test]
 async fn a_picture_holds_its_memory_from_the_budget() {
-    let app = demo(Config {
+    let app = TestApp::demo(Config {
         memory_budget: 64 << 20,
-        ..config()
+        ..demo_config()
     })
     .await;
     let big = app
@@ -151,13 +140,13 @@ async fn a_picture_holds_its_memory_from_the_budget() {
 
 #[tokio::test]
 async fn a_token_that_may_not_read_the_coordinates_gets_no_map() {
-    let app = demo(Config {
+    let app = TestApp::demo(Config {
         tokens: vec![
             reader_within("array", "climate/t2m"),
             reader_within("group", "climate"),
         ],
         allow_anonymous_reads: Some(false),
-        ..config()
+        ..demo_config()
     })
     .await;
     let tile = "/tiles/climate/t2m/WebMercatorQuad/0/0/0.png?vmin=-40&vmax=40";

@@ -3,19 +3,8 @@
 //! with checksums, errors are DAP's, and a token limited to an array
 //! reads it as a dataset without the coordinates it may not read.
 
-use crate::common::app::{reader_within, TestApp};
-use zarrd::config::{Config, Recheck};
-
-async fn demo(config: Config) -> TestApp {
-    TestApp::with(zarrd::demo::store().await.unwrap(), config)
-}
-
-fn config() -> Config {
-    Config {
-        recheck_cached: Recheck::Never,
-        ..Config::default()
-    }
-}
+use crate::common::app::{demo_config, reader_within, TestApp};
+use zarrd::config::Config;
 
 fn text(body: &[u8]) -> String {
     String::from_utf8_lossy(body).into_owned()
@@ -23,7 +12,7 @@ fn text(body: &[u8]) -> String {
 
 #[tokio::test]
 async fn dods_is_the_dds_then_xdr_values_of_the_hyperslab() {
-    let app = demo(config()).await;
+    let app = TestApp::demo(demo_config()).await;
     let dds = app.get("/opendap/climate.dds").await;
     assert_eq!(dds.status, 200);
     assert_eq!(dds.headers["content-description"], "dods-dds");
@@ -52,7 +41,7 @@ async fn dods_is_the_dds_then_xdr_values_of_the_hyperslab() {
 
 #[tokio::test]
 async fn dap_is_chunked_little_endian_with_a_crc_per_variable() {
-    let app = demo(config()).await;
+    let app = TestApp::demo(demo_config()).await;
     let dap = app
         .get("/opendap/climate.dap?dap4.ce=/time%5B0:1:2%5D")
         .await;
@@ -78,7 +67,7 @@ async fn dap_is_chunked_little_endian_with_a_crc_per_variable() {
 
 #[tokio::test]
 async fn errors_are_dap_documents() {
-    let app = demo(config()).await;
+    let app = TestApp::demo(demo_config()).await;
     let e = app
         .get("/opendap/climate.dods?t2m%5B0:1:400%5D%5B0%5D%5B0%5D")
         .await;
@@ -94,13 +83,13 @@ async fn errors_are_dap_documents() {
 
 #[tokio::test]
 async fn a_token_for_an_array_reads_it_without_the_coordinates_beside_it() {
-    let app = demo(Config {
+    let app = TestApp::demo(Config {
         tokens: vec![
             reader_within("array", "climate/t2m"),
             reader_within("group", "climate"),
         ],
         allow_anonymous_reads: Some(false),
-        ..config()
+        ..demo_config()
     })
     .await;
     let array = app.get_as("array", "/opendap/climate/t2m.dds").await;
@@ -120,9 +109,9 @@ async fn a_token_for_an_array_reads_it_without_the_coordinates_beside_it() {
 
 #[tokio::test]
 async fn an_answer_over_the_limit_is_refused_before_anything_is_sent() {
-    let app = demo(Config {
+    let app = TestApp::demo(Config {
         json_limit: 1 << 20,
-        ..config()
+        ..demo_config()
     })
     .await;
     // t2m is 5.9 MB: refused whole, with DAP's error, never a cut-off 200.
@@ -141,7 +130,7 @@ async fn an_answer_over_the_limit_is_refused_before_anything_is_sent() {
 
 #[tokio::test]
 async fn a_stride_past_the_end_takes_the_start_alone() {
-    let app = demo(config()).await;
+    let app = TestApp::demo(demo_config()).await;
     let huge = app
         .get("/opendap/climate.dods?lat%5B3:18446744073709551615:44%5D")
         .await;

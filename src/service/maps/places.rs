@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 
 use super::MapLayer;
 use crate::service::{Axis, AxisValues, Query, Reservation, Result, Service, ServiceError};
-use crate::zarr::geo::{Crs, GeoGrid};
+use crate::zarr::geo::{self, Crs, GeoGrid};
 use crate::zarr::selection::{DimSelector, Resolved};
 use crate::zarr::Selection;
 
@@ -103,21 +103,10 @@ fn km_between((x1, y1): (f64, f64), (x2, y2): (f64, f64)) -> f64 {
 }
 
 /// A box in `crs` around a place (for polygons and circles, their extent).
-fn extent(place: &Place) -> [f64; 4] {
+fn place_extent(place: &Place) -> [f64; 4] {
     match place {
         Place::Box(b) => *b,
-        Place::Polygons(rings) => {
-            let mut b = [
-                f64::INFINITY,
-                f64::INFINITY,
-                f64::NEG_INFINITY,
-                f64::NEG_INFINITY,
-            ];
-            for &(x, y) in rings.iter().flatten() {
-                b = [b[0].min(x), b[1].min(y), b[2].max(x), b[3].max(y)];
-            }
-            b
-        }
+        Place::Polygons(rings) => geo::extent(rings.iter().flatten().copied()),
         Place::Radius { x, y, km } => {
             let dlat = km / 111.195;
             let coslat = (y.abs() + dlat).min(89.999).to_radians().cos();
@@ -130,18 +119,7 @@ fn extent(place: &Place) -> [f64; 4] {
             ]
         }
         Place::Point(x, y) => [*x, *y, *x, *y],
-        Place::Trajectory(points) => {
-            let mut b = [
-                f64::INFINITY,
-                f64::INFINITY,
-                f64::NEG_INFINITY,
-                f64::NEG_INFINITY,
-            ];
-            for &(x, y) in points {
-                b = [b[0].min(x), b[1].min(y), b[2].max(x), b[3].max(y)];
-            }
-            b
-        }
+        Place::Trajectory(points) => geo::extent(points.iter().copied()),
     }
 }
 
@@ -433,7 +411,7 @@ struct Region {
 }
 
 fn region(grid: &GeoGrid, place: &Place, crs: &Crs) -> Result<Region> {
-    let [mut x0, y0, mut x1, y1] = extent(place);
+    let [mut x0, y0, mut x1, y1] = place_extent(place);
     let degrees = crs.is_degrees() && grid.crs.is_degrees();
     if degrees {
         // West of east across the antimeridian (`170..-170`), a box of the
@@ -576,19 +554,7 @@ fn region_in(from: &Crs, to: &Crs, [x0, y0, x1, y1]: [f64; 4]) -> [f64; 4] {
         points.extend([(x, y0), (x, y1), (x0, y), (x1, y)]);
     }
     from.transform(to, &mut points);
-    let mut b = [
-        f64::INFINITY,
-        f64::INFINITY,
-        f64::NEG_INFINITY,
-        f64::NEG_INFINITY,
-    ];
-    for (x, y) in points
-        .into_iter()
-        .filter(|(x, y)| x.is_finite() && y.is_finite())
-    {
-        b = [b[0].min(x), b[1].min(y), b[2].max(x), b[3].max(y)];
-    }
-    b
+    geo::extent(points)
 }
 
 /// The values of a block two cells high and wide (or one, on an edge)

@@ -127,6 +127,24 @@ impl Axis1 {
     }
 }
 
+/// `[min x, min y, max x, max y]` of the finite points (infinite when
+/// there are none): where transformed points land.
+pub fn extent(points: impl IntoIterator<Item = (f64, f64)>) -> [f64; 4] {
+    let mut b = [
+        f64::INFINITY,
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NEG_INFINITY,
+    ];
+    for (x, y) in points
+        .into_iter()
+        .filter(|p| p.0.is_finite() && p.1.is_finite())
+    {
+        b = [b[0].min(x), b[1].min(y), b[2].max(x), b[3].max(y)];
+    }
+    b
+}
+
 /// An array's spatial dimensions and their grid.
 #[derive(Debug, Clone)]
 pub struct GeoGrid {
@@ -206,18 +224,7 @@ impl GeoGrid {
             }
         }
         self.crs.to_degrees(&mut points);
-        let mut b = [
-            f64::INFINITY,
-            f64::INFINITY,
-            f64::NEG_INFINITY,
-            f64::NEG_INFINITY,
-        ];
-        for (x, y) in points
-            .into_iter()
-            .filter(|p| p.0.is_finite() && p.1.is_finite())
-        {
-            b = [b[0].min(x), b[1].min(y), b[2].max(x), b[3].max(y)];
-        }
+        let mut b = extent(points);
         if !b.iter().all(|v| v.is_finite()) {
             return [-180.0, -90.0, 180.0, 90.0];
         }

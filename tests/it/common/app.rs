@@ -65,7 +65,21 @@ pub fn reader_within(name: &str, prefix: &str) -> TokenConfig {
     }
 }
 
+/// The demo's configuration for read-only tests: caches trusted (the
+/// demo is in memory and written once).
+pub fn demo_config() -> Config {
+    Config {
+        recheck_cached: zarrd::config::Recheck::Never,
+        ..Config::default()
+    }
+}
+
 impl TestApp {
+    /// The `--demo` hierarchy (with its `climate` dataset), served with `config`.
+    pub async fn demo(config: Config) -> Self {
+        Self::with(zarrd::demo::store().await.unwrap(), config)
+    }
+
     /// A GET with the token of [`reader_within`]`(who, ..)`.
     pub async fn get_as(&self, who: &str, uri: &str) -> Answer {
         let auth = format!("Bearer {who}-token-0123456789");
