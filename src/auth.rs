@@ -1,17 +1,30 @@
-//! Bearer-token authentication: tokens from the config file or a mounted
-//! secret file, each with scopes (`read`, `write`, `admin`) and optional path
-//! prefixes it is limited to. Tokens are kept only as SHA-256 digests,
-//! compared in constant time, and never logged. A token that signs S3
-//! requests (it has an `access_key_id`) is also kept itself, since checking
-//! a signature needs the secret it was made with ([`sigv4`]).
+//! Who a request comes from and what they may do. Callers are:
+//! - bearer tokens from the config file or a mounted secret file, each with
+//!   scopes (`read`, `write`, `admin`) and optional path prefixes it is
+//!   limited to, kept only as SHA-256 digests, compared in constant time and
+//!   never logged (a token that signs S3 requests, with an
+//!   `access_key_id`, is also kept itself: checking a signature needs the
+//!   secret it was made with, [`sigv4`]);
+//! - users of an OpenID provider, by the JWTs it signs ([`oidc`]), whose
+//!   rights the `[[policy]]` rules give ([`policy`]);
+//! - anonymous callers, whose rights are the policy's for `anonymous`, or
+//!   when there is no policy, what `--allow-anonymous-*` opens.
+//!
+//! Every caller's rights are one [`Rights`], asked the same way on every
+//! route.
 
+pub mod oidc;
+pub mod policy;
 pub mod sigv4;
 
 use std::path::Path;
+use std::sync::Arc;
 
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
+
+pub use policy::{Entry, Policy, Rights, RuleConfig, Who};
 
 /// What a request needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
@@ -43,21 +56,25 @@ struct TokensFile {
     tokens: Vec<TokenConfig>,
 }
 
-/// Errors in token configuration.
+/// Errors in the configuration of who may do what.
 #[derive(Debug, thiserror::Error)]
 pub enum AuthConfigError {
     #[error("tokens file {path}: {reason}")]
     File { path: String, reason: String },
     #[error("token {name}: {reason}")]
     Token { name: String, reason: String },
+    #[error("[[policy]] number {index}: {reason}")]
+    Policy { index: usize, reason: String },
+    #[error("[[oidc]] {issuer}: {reason}")]
+    Oidc { issuer: String, reason: String },
 }
 
 #[derive(Debug, Clone)]
 struct Token {
     name: String,
     digest: [u8; 32],
-    scopes: Vec<Scope>,
-    prefixes: Vec<String>,
+    /// Its scope on its prefixes (or everywhere).
+    rights: Arc<Rights>,
     /// Access key id and secret, for tokens that sign S3 requests.
     signing: Option<(String, String)>,
 }
@@ -65,21 +82,50 @@ struct Token {
 /// Why a request was refused.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Denied {
-    /// No credentials, or unknown ones: 401.
+    /// No credentials, or unknown or invalid ones: 401.
     Unauthenticated(String),
-    /// Known token without the scope or prefix: 403.
+    /// A caller without the scope on something they may see: 403.
     Forbidden(String),
+    /// Something the caller may not read: 404, as if it were not there.
+    Hidden,
     /// A SigV4 signature that is malformed, does not match, is too old or
     /// names an unknown access key: 403, with S3's reason.
     Signature { code: &'static str, message: String },
+    /// The identity provider's keys could not be fetched: 503.
+    Unavailable(String),
 }
 
-/// The configured tokens and what anonymous clients may do.
-#[derive(Debug, Clone, Default)]
+/// How much of the store below its path a request's answer tells of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// The node or key it names.
+    Named,
+    /// A listing: what the caller may see of what lies below, filtered, so
+    /// seeing the way to something readable is enough.
+    Lists,
+    /// Everything below, unfiltered (a dataset of a group's arrays): the
+    /// caller must read all of it.
+    Whole,
+}
+
+/// Who a request comes from, and what they may do.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    /// `token:NAME` or `user:SUB`; `None` for an anonymous caller.
+    pub name: Option<String>,
+    pub rights: Arc<Rights>,
+}
+
+/// The configured callers and what anonymous ones may do.
+#[derive(Debug, Default)]
 pub struct Auth {
     tokens: Vec<Token>,
-    pub anonymous_reads: bool,
-    pub anonymous_writes: bool,
+    issuers: Vec<oidc::Issuer>,
+    policy: Policy,
+    anonymous: Arc<Rights>,
+    /// No tokens, no provider, no policy: writes are refused for want of
+    /// `--allow-anonymous-writes`, not of a token.
+    open: bool,
 }
 
 fn digest(secret: &str) -> [u8; 32] {
@@ -93,6 +139,25 @@ impl Auth {
         file: Option<&Path>,
         anonymous_reads: Option<bool>,
         anonymous_writes: bool,
+    ) -> Result<Auth, AuthConfigError> {
+        Auth::with_identities(
+            configured,
+            file,
+            anonymous_reads,
+            anonymous_writes,
+            &[],
+            &[],
+        )
+    }
+
+    /// Tokens, OpenID issuers and the policy for their users and anonymous callers.
+    pub fn with_identities(
+        configured: &[TokenConfig],
+        file: Option<&Path>,
+        anonymous_reads: Option<bool>,
+        anonymous_writes: bool,
+        issuers: &[oidc::OidcConfig],
+        rules: &[RuleConfig],
     ) -> Result<Auth, AuthConfigError> {
         let mut all: Vec<TokenConfig> = configured.to_vec();
         if let Some(path) = file {
@@ -127,14 +192,15 @@ impl Auth {
                     }
                     _ => return Err(bad("give exactly one of token and token_sha256")),
                 };
-                if t.scopes.is_empty() {
+                let Some(&top) = t.scopes.iter().max() else {
                     return Err(bad("a token needs at least one scope"));
-                }
-                let prefixes = t
-                    .prefixes
-                    .iter()
-                    .map(|p| p.trim_matches('/').to_string())
-                    .collect();
+                };
+                let prefixes: Vec<String> = if t.prefixes.is_empty() {
+                    vec![String::new()]
+                } else {
+                    t.prefixes.clone()
+                };
+                let rights = Rights::new(prefixes.iter().map(|p| Entry::grant(p, top)).collect());
                 let signing = match (&t.access_key_id, &t.token) {
                     (None, _) => None,
                     (Some(id), Some(secret)) if !id.is_empty() => Some((id.clone(), secret.clone())),
@@ -148,8 +214,7 @@ impl Auth {
                 Ok(Token {
                     name,
                     digest,
-                    scopes: t.scopes,
-                    prefixes,
+                    rights: Arc::new(rights),
                     signing,
                 })
             })
@@ -165,12 +230,41 @@ impl Auth {
                 reason: "two tokens have this access_key_id".into(),
             });
         }
-        // With no tokens, reads are open; with tokens, only if asked.
-        let anonymous_reads = anonymous_reads.unwrap_or(tokens.is_empty());
+        let policy = Policy::new(rules)?;
+        if !issuers.is_empty() && policy.is_empty() {
+            return Err(AuthConfigError::Oidc {
+                issuer: issuers[0].issuer.clone(),
+                reason: "[[policy]] tables must say what its users may do".into(),
+            });
+        }
+        let issuers = issuers
+            .iter()
+            .map(|c| oidc::Issuer::new(c.clone()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let anonymous = if policy.is_empty() {
+            // With no tokens, reads are open; with tokens, only if asked.
+            let reads = anonymous_reads.unwrap_or(tokens.is_empty());
+            let mut entries = vec![];
+            if anonymous_writes {
+                let top = if tokens.is_empty() {
+                    Scope::Admin
+                } else {
+                    Scope::Write
+                };
+                entries.push(Entry::grant("", top));
+            } else if reads {
+                entries.push(Entry::grant("", Scope::Read));
+            }
+            Rights::new(entries)
+        } else {
+            policy.rights(&Who::default())
+        };
         Ok(Auth {
+            open: tokens.is_empty() && issuers.is_empty() && policy.is_empty(),
             tokens,
-            anonymous_reads,
-            anonymous_writes,
+            issuers,
+            policy,
+            anonymous: Arc::new(anonymous),
         })
     }
 
@@ -178,35 +272,50 @@ impl Auth {
         !self.tokens.is_empty()
     }
 
-    /// Whether a request with `authorization` may do `scope` on `path`
-    /// (`None` for routes not about one path).
-    pub fn check(
-        &self,
-        authorization: Option<&str>,
-        scope: Scope,
-        path: Option<&str>,
-    ) -> Result<Grant, Denied> {
+    /// The anonymous caller.
+    pub fn anonymous(&self) -> Identity {
+        Identity {
+            name: None,
+            rights: self.anonymous.clone(),
+        }
+    }
+
+    /// Who `authorization` (an `Authorization` header) says the caller is:
+    /// a static token, or a JWT of a configured issuer.
+    pub async fn identify(&self, authorization: Option<&str>) -> Result<Identity, Denied> {
         let presented = authorization.and_then(|h| {
             h.strip_prefix("Bearer ")
                 .or_else(|| h.strip_prefix("bearer "))
         });
-        let Some(secret) = presented else {
-            let open = match scope {
-                Scope::Read => self.anonymous_reads,
-                Scope::Write => self.anonymous_writes,
-                Scope::Admin => self.anonymous_writes && !self.has_tokens(),
-            };
-            return if open {
-                Ok(Grant::default())
-            } else if scope == Scope::Read || self.has_tokens() {
-                Err(Denied::Unauthenticated(
-                    "this request needs a bearer token (Authorization: Bearer ...)".into(),
-                ))
-            } else {
-                Err(Denied::Forbidden("this server does not accept anonymous writes; start it with --allow-anonymous-writes or configure tokens".into()))
-            };
+        let Some(secret) = presented.map(str::trim) else {
+            return Ok(self.anonymous());
         };
-        let presented = digest(secret.trim());
+        if !self.issuers.is_empty() {
+            match oidc::claimed_issuer(secret) {
+                Err(oidc::TokenError::NotJwt) => {}
+                Err(e) => return Err(Denied::Unauthenticated(e.to_string())),
+                Ok(iss) => {
+                    let Some(issuer) = self.issuers.iter().find(|i| i.config.issuer == iss) else {
+                        return Err(Denied::Unauthenticated(format!(
+                            "tokens of the issuer '{iss}' are not accepted here"
+                        )));
+                    };
+                    return match issuer.verify(secret).await {
+                        Ok(verified) => Ok(Identity {
+                            name: verified.who.user.as_ref().map(|u| format!("user:{u}")),
+                            rights: Arc::new(self.policy.rights(&verified.who)),
+                        }),
+                        Err(oidc::TokenError::Unavailable { issuer, reason }) => {
+                            Err(Denied::Unavailable(format!(
+                                "the identity provider {issuer} could not be reached: {reason}"
+                            )))
+                        }
+                        Err(e) => Err(Denied::Unauthenticated(e.to_string())),
+                    };
+                }
+            }
+        }
+        let presented = digest(secret);
         // Compare against every token without stopping early.
         let mut found: Option<&Token> = None;
         for token in &self.tokens {
@@ -216,19 +325,16 @@ impl Auth {
         }
         let token =
             found.ok_or_else(|| Denied::Unauthenticated("the bearer token is not valid".into()))?;
-        permit(token, scope, path)
+        Ok(token.identity())
     }
 
-    /// Whether a request signed with SigV4 may do `scope` on `path`, at
-    /// time `now`: the signature must be the one the token of its access
-    /// key id makes.
-    pub fn check_signed(
+    /// Who signed an S3 request (SigV4), at time `now`: the signature must
+    /// be the one the token of its access key id makes.
+    pub fn identify_signed(
         &self,
         request: &sigv4::SignedRequest,
-        scope: Scope,
-        path: Option<&str>,
         now: std::time::SystemTime,
-    ) -> Result<Grant, Denied> {
+    ) -> Result<Identity, Denied> {
         let denied = |e: sigv4::SigError| Denied::Signature {
             code: match e {
                 sigv4::SigError::Malformed(_) => "authorization_header_malformed",
@@ -251,56 +357,56 @@ impl Auth {
                 message: format!("no token has the access key id '{}'", credential.access_key),
             })?;
         request.verify(&credential, secret, now).map_err(denied)?;
-        permit(token, scope, path)
+        Ok(token.identity())
     }
-}
 
-/// What a request was allowed, for the checks that depend on more than
-/// its path (a create that would make parents above a token's prefix).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Grant {
-    /// The token's name; `None` for an anonymous request.
-    pub token: Option<String>,
-    /// The shortest of the token's prefixes the path is in; `None` when the
-    /// token is not limited to prefixes (or the request is anonymous).
-    pub within: Option<String>,
-}
-
-/// Whether a known token may do `scope` on `path` (`None`: on no store path).
-fn permit(token: &Token, scope: Scope, path: Option<&str>) -> Result<Grant, Denied> {
-    let granted = token
-        .scopes
-        .iter()
-        .any(|s| *s >= scope || *s == Scope::Admin);
-    if !granted {
-        return Err(Denied::Forbidden(
-            format!("token '{}' lacks the {scope:?} scope", token.name).to_lowercase(),
-        ));
-    }
-    let mut within = None;
-    // No path: the request is about the server (its counters, S3's one
-    // bucket), not about keys a prefix could hold.
-    if let Some(path) = path.filter(|_| !token.prefixes.is_empty()) {
-        let path = path.trim_matches('/');
-        within = token
-            .prefixes
-            .iter()
-            .filter(|p| p.is_empty() || path == *p || path.starts_with(&format!("{p}/")))
-            // The broadest: all the token may do here lies below it.
-            .min_by_key(|p| p.len())
-            .cloned();
-        if within.is_none() {
-            return Err(Denied::Forbidden(format!(
-                "token '{}' is limited to {}",
-                token.name,
-                token.prefixes.join(", ")
-            )));
+    /// Whether `who` may do `scope` on `path` (`None`: a route about the
+    /// server, not a store path), reaching as far as `reach` says.
+    pub fn judge(
+        &self,
+        who: &Identity,
+        scope: Scope,
+        path: Option<&str>,
+        reach: Reach,
+    ) -> Result<(), Denied> {
+        let rights = &who.rights;
+        let allowed = match (path, reach) {
+            (None, _) => rights.has(scope),
+            (Some(p), Reach::Lists) if scope == Scope::Read => rights.sees(p),
+            (Some(p), Reach::Whole) if scope == Scope::Read => rights.reads_all_below(p),
+            (Some(p), _) => rights.may(scope, p),
+        };
+        if allowed {
+            return Ok(());
+        }
+        // A group the caller may read only part of has no whole answer for
+        // them, as if it were not there.
+        let visible = reach != Reach::Whole && path.is_none_or(|p| rights.sees(p));
+        match &who.name {
+            None if self.open && scope != Scope::Read => Err(Denied::Forbidden("this server does not accept anonymous writes; start it with --allow-anonymous-writes or configure tokens".into())),
+            None => Err(Denied::Unauthenticated(
+                "this request needs a bearer token (Authorization: Bearer ...)".into(),
+            )),
+            Some(_) if !visible => Err(Denied::Hidden),
+            Some(name) => Err(Denied::Forbidden(format!(
+                "{name} may not {} here",
+                match scope {
+                    Scope::Read => "read",
+                    Scope::Write => "write",
+                    Scope::Admin => "administer",
+                }
+            ))),
         }
     }
-    Ok(Grant {
-        token: Some(token.name.clone()),
-        within,
-    })
+}
+
+impl Token {
+    fn identity(&self) -> Identity {
+        Identity {
+            name: Some(format!("token:{}", self.name)),
+            rights: self.rights.clone(),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -318,6 +424,20 @@ mod tests {
         }
     }
 
+    /// `auth` judging `header` for `scope` on `path`, as a by-name request.
+    fn judged(
+        auth: &Auth,
+        header: Option<&str>,
+        scope: Scope,
+        path: Option<&str>,
+    ) -> Result<(), Denied> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let who = runtime.block_on(auth.identify(header))?;
+        auth.judge(&who, scope, path, Reach::Named)
+    }
+
     #[test]
     fn scopes_and_prefixes() {
         let auth = Auth::new(
@@ -330,61 +450,50 @@ mod tests {
             false,
         )
         .unwrap();
+        let reader = Some("Bearer reader-0123456789");
+        let writer = Some("Bearer writer-0123456789");
         assert!(
             matches!(
-                auth.check(None, Scope::Read, Some("x")),
+                judged(&auth, None, Scope::Read, Some("x")),
                 Err(Denied::Unauthenticated(_))
             ),
             "tokens close anonymous reads"
         );
-        assert!(auth
-            .check(Some("Bearer reader-0123456789"), Scope::Read, Some("x"))
-            .is_ok());
+        assert!(judged(&auth, reader, Scope::Read, Some("x")).is_ok());
         assert!(matches!(
-            auth.check(Some("Bearer reader-0123456789"), Scope::Write, Some("x")),
+            judged(&auth, reader, Scope::Write, Some("x")),
             Err(Denied::Forbidden(_))
         ));
-        assert_eq!(
-            auth.check(
-                Some("Bearer writer-0123456789"),
-                Scope::Write,
-                Some("era5/t/c/0")
-            )
-            .unwrap()
-            .within
-            .as_deref(),
-            Some("era5"),
-            "a limited token's grant says which prefix the path is in"
-        );
-        assert_eq!(
-            auth.check(Some("Bearer reader-0123456789"), Scope::Read, Some("x"))
-                .unwrap()
-                .within,
-            None
-        );
+        assert!(judged(&auth, writer, Scope::Write, Some("era5/t/c/0")).is_ok());
         assert!(
-            auth.check(Some("Bearer writer-0123456789"), Scope::Read, Some("era5"))
-                .is_ok(),
+            judged(&auth, writer, Scope::Read, Some("era5")).is_ok(),
             "write implies read"
         );
-        assert!(matches!(
-            auth.check(
-                Some("Bearer writer-0123456789"),
-                Scope::Write,
-                Some("era50/x")
-            ),
-            Err(Denied::Forbidden(_))
-        ));
+        assert_eq!(
+            judged(&auth, writer, Scope::Write, Some("era50/x")),
+            Err(Denied::Hidden),
+            "what a token may not read is not there for it"
+        );
         // The server's own counters and S3's bucket list hold no keys.
-        assert!(auth
-            .check(Some("Bearer writer-0123456789"), Scope::Read, None)
-            .is_ok());
+        assert!(judged(&auth, writer, Scope::Read, None).is_ok());
+        assert!(
+            matches!(
+                judged(&auth, writer, Scope::Read, Some("")),
+                Err(Denied::Forbidden(_))
+            ),
+            "the root is the way to era5: seen, not read"
+        );
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let who = runtime.block_on(auth.identify(writer)).unwrap();
+        assert!(
+            auth.judge(&who, Scope::Read, Some(""), Reach::Lists)
+                .is_ok(),
+            "a listing of the root shows the way to era5"
+        );
         assert!(matches!(
-            auth.check(Some("Bearer writer-0123456789"), Scope::Read, Some("")),
-            Err(Denied::Forbidden(_))
-        ));
-        assert!(matches!(
-            auth.check(Some("Bearer wrong-0123456789"), Scope::Read, None),
+            judged(&auth, Some("Bearer wrong-0123456789"), Scope::Read, None),
             Err(Denied::Unauthenticated(_))
         ));
     }
@@ -392,13 +501,38 @@ mod tests {
     #[test]
     fn no_tokens_means_open_reads_and_closed_writes() {
         let auth = Auth::new(&[], None, None, false).unwrap();
-        assert!(auth.check(None, Scope::Read, Some("a")).is_ok());
+        assert!(judged(&auth, None, Scope::Read, Some("a")).is_ok());
         assert!(matches!(
-            auth.check(None, Scope::Write, Some("a")),
+            judged(&auth, None, Scope::Write, Some("a")),
             Err(Denied::Forbidden(_))
         ));
         let open = Auth::new(&[], None, None, true).unwrap();
-        assert!(open.check(None, Scope::Write, Some("a")).is_ok());
+        assert!(judged(&open, None, Scope::Write, Some("a")).is_ok());
+        assert!(judged(&open, None, Scope::Admin, Some("a")).is_ok());
+    }
+
+    #[test]
+    fn the_policy_judges_anonymous_callers_and_providers_need_one() {
+        let rules = [RuleConfig {
+            path: "public".into(),
+            grant: Scope::Read,
+            to: vec!["anonymous".into()],
+            deny: false,
+        }];
+        let auth = Auth::with_identities(&[], None, None, false, &[], &rules).unwrap();
+        assert!(judged(&auth, None, Scope::Read, Some("public/a")).is_ok());
+        assert!(matches!(
+            judged(&auth, None, Scope::Read, Some("private")),
+            Err(Denied::Unauthenticated(_))
+        ));
+        let issuer = oidc::OidcConfig {
+            issuer: "https://id.example".into(),
+            audience: "zarrd".into(),
+            groups_claim: "groups".into(),
+            roles_claim: None,
+            user_claim: "sub".into(),
+        };
+        assert!(Auth::with_identities(&[], None, None, false, &[issuer], &[]).is_err());
     }
 
     #[test]
@@ -424,8 +558,12 @@ mod tests {
             access_key_id: None,
         };
         let auth = Auth::new(&[hashed], None, None, false).unwrap();
-        assert!(auth
-            .check(Some("Bearer hashed-secret-token-1"), Scope::Admin, None)
-            .is_ok());
+        assert!(judged(
+            &auth,
+            Some("Bearer hashed-secret-token-1"),
+            Scope::Admin,
+            None
+        )
+        .is_ok());
     }
 }

@@ -263,6 +263,10 @@ pub struct Config {
     pub allow_anonymous_reads: Option<bool>,
     /// Tokens from the config file and the tokens file, checked at start-up.
     pub tokens: Vec<TokenConfig>,
+    /// OpenID providers whose JWTs are accepted (`[[oidc]]`).
+    pub oidc: Vec<crate::auth::oidc::OidcConfig>,
+    /// Who may do what where (`[[policy]]`).
+    pub policy: Vec<crate::auth::RuleConfig>,
     pub max_concurrency: usize,
     pub request_timeout: Duration,
     pub shutdown_timeout: Duration,
@@ -319,6 +323,17 @@ impl Config {
         let o = args.over(file).or_defaults()?;
         let cache_size = declared("cache_size", o.cache_size)?;
         let demo = o.demo.unwrap_or(false);
+        let anonymous_flags =
+            o.allow_anonymous_writes == Some(true) || o.allow_anonymous_reads.is_some();
+        if !o.policy.is_empty() && anonymous_flags {
+            return Err(invalid(
+                "policy",
+                "with [[policy]] tables, what anonymous callers may do is theirs to say (to = [\"anonymous\"]), not --allow-anonymous-reads or --allow-anonymous-writes",
+            ));
+        }
+        let tokens = load_tokens(o.tokens, o.tokens_file.as_deref())?;
+        Auth::with_identities(&tokens, None, None, false, &o.oidc, &o.policy)
+            .map_err(|e| invalid("policy", e.to_string()))?;
         Ok(Config {
             root: declared("root", o.root)?,
             listen: declared("listen", o.listen)?,
@@ -337,7 +352,9 @@ impl Config {
             max_body_size: declared("max_body_size", o.max_body_size)?,
             max_header_bytes: declared("max_header_bytes", o.max_header_bytes)?,
             allow_anonymous_reads: o.allow_anonymous_reads,
-            tokens: load_tokens(o.tokens, o.tokens_file.as_deref())?,
+            tokens,
+            oidc: o.oidc,
+            policy: o.policy,
             max_concurrency: declared("max_concurrency", o.max_concurrency)?.max(1),
             request_timeout: seconds("request_timeout", o.request_timeout, false)?,
             shutdown_timeout: seconds("shutdown_timeout", o.shutdown_timeout, true)?,
@@ -689,5 +706,62 @@ mod tests {
         // directory is marked.
         mark_served_as_store(&format!("{root}/refs/.zgroup"));
         assert!(!dir.path().join("refs/.zgroup/__zarrd").exists());
+    }
+
+    #[test]
+    fn oidc_and_policy_tables_are_read_in_their_documented_shape() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("zarrd.toml");
+        std::fs::write(
+            &path,
+            r#"
+[[oidc]]
+issuer = "https://login.example.org/realms/science"
+audience = "zarrd"
+groups_claim = "realm_access.roles"
+
+[[policy]]
+path = ""
+grant = "read"
+to = ["authenticated"]
+
+[[policy]]
+path = "embargoed"
+grant = "read"
+to = ["group:public-users", "anonymous"]
+deny = true
+"#,
+        )
+        .unwrap();
+        let file = |extra: ServeArgs| {
+            Config::resolve(ServeArgs {
+                config: Some(path.clone()),
+                ..extra
+            })
+        };
+        let c = file(ServeArgs::default()).unwrap();
+        assert_eq!(c.oidc[0].groups_claim, "realm_access.roles");
+        assert_eq!(c.oidc[0].user_claim, "sub", "the default");
+        assert_eq!(c.policy.len(), 2);
+        assert!(c.policy[1].deny && c.policy[0].path.is_empty());
+        let both = file(ServeArgs {
+            allow_anonymous_reads: Some(true),
+            ..Default::default()
+        });
+        assert!(both.unwrap_err().to_string().contains("anonymous"));
+        std::fs::write(
+            &path,
+            "[[policy]]\npath = \"a\"\ngrant = \"read\"\nto = [\"everyone\"]\n",
+        )
+        .unwrap();
+        let bad = file(ServeArgs::default()).unwrap_err().to_string();
+        assert!(bad.contains("'everyone'"), "{bad}");
+        std::fs::write(
+            &path,
+            "[[oidc]]\nissuer = \"https://id.example\"\naudience = \"z\"\n",
+        )
+        .unwrap();
+        let lonely = file(ServeArgs::default()).unwrap_err().to_string();
+        assert!(lonely.contains("[[policy]]"), "{lonely}");
     }
 }

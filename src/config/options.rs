@@ -52,6 +52,12 @@ macro_rules! options {
             /// `[[tokens]]` in the file.
             #[arg(skip)]
             pub tokens: Vec<TokenConfig>,
+            /// `[[oidc]]` in the file: the OpenID providers whose tokens are accepted.
+            #[arg(skip)]
+            pub oidc: Vec<crate::auth::oidc::OidcConfig>,
+            /// `[[policy]]` in the file: who may do what where.
+            #[arg(skip)]
+            pub policy: Vec<crate::auth::RuleConfig>,
         }
 
         /// Every option's default, in the order `--help` lists them.
@@ -71,6 +77,8 @@ macro_rules! options {
                     cors: file.cors,
                     mounts: file.mounts,
                     tokens: file.tokens,
+                    oidc: file.oidc,
+                    policy: file.policy,
                 }
             }
 

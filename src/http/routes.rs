@@ -15,7 +15,7 @@ use super::handlers::{
     watch, wms, write,
 };
 use super::state::AppState;
-use crate::auth::Scope;
+use crate::auth::{Reach, Scope};
 
 /// Who may call a method of a route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -364,6 +364,30 @@ impl Route {
         self.methods
             .iter()
             .fold(MethodRouter::new(), |router, op| (op.mount)(router))
+    }
+
+    /// How much below its store path a request's answer tells of: listings
+    /// are filtered to what the caller sees; an OPeNDAP dataset or an EDR
+    /// collection tells of a whole group, so needs all of it readable.
+    pub fn reach(&self, method: &str, request_path: &str) -> Reach {
+        match self.path {
+            "/zarr"
+            | "/zarr/"
+            | "/api/v1/tree"
+            | "/api/v1/tree/{path}"
+            | "/api/v1/watch"
+            | "/api/v1/watch/{path}"
+            | "/wms"
+            | "/edr/collections" => Reach::Lists,
+            "/s3/{bucket}" | "/s3/{bucket}/" => Reach::Lists,
+            "/zarr/{key}" if method == "propfind" || request_path.ends_with('/') => Reach::Lists,
+            // A group's description lists its members.
+            "/api/v1/meta" | "/api/v1/meta/{path}" if method == "get" => Reach::Lists,
+            _ => match self.resource {
+                Resource::Dap | Resource::Collection => Reach::Whole,
+                _ => Reach::Named,
+            },
+        }
     }
 
     /// The store path a request (its path and query) is about, decoded as

@@ -67,11 +67,13 @@ impl AppState {
         let previews = crate::http::output::thumbnail::Previews::new(config.recheck_cached);
         // Tokens were validated when the configuration was resolved; should
         // they not be, nothing anonymous is allowed.
-        let auth = Auth::new(
+        let auth = Auth::with_identities(
             &config.tokens,
             None,
             config.allow_anonymous_reads,
             config.allow_anonymous_writes,
+            &config.oidc,
+            &config.policy,
         )
         .unwrap_or_default();
         let cache_control = crate::http::output::cache_control::CachePolicies::new(&config);

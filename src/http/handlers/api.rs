@@ -2,6 +2,7 @@
 //! (`stats`); slicing is `data.rs`.
 
 use axum::extract::State;
+use axum::Extension;
 
 use crate::http::input::extract::{ApiPath, ApiQuery};
 use axum::Json;
@@ -9,6 +10,7 @@ use serde::Deserialize;
 use serde_json::{json, Map, Value};
 
 use crate::http::error::{ApiError, ApiResult};
+use crate::http::input::credentials::Caller;
 use crate::http::state::AppState;
 use crate::service::{DatasetView, ServiceError, VariableView};
 use crate::store::{node_path, StoreKey};
@@ -66,8 +68,9 @@ fn broken(path: &str, error: &ServiceError) -> Value {
 pub async fn tree_root(
     state: State<AppState>,
     query: ApiQuery<TreeParams>,
+    caller: Option<Extension<Caller>>,
 ) -> ApiResult<Json<Value>> {
-    tree(state, ApiPath(String::new()), query).await
+    tree(state, ApiPath(String::new()), query, caller).await
 }
 
 /// A page of a tree: how many nodes, after which.
@@ -84,8 +87,10 @@ pub async fn tree(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<String>,
     ApiQuery(params): ApiQuery<TreeParams>,
+    caller: Option<Extension<Caller>>,
 ) -> ApiResult<Json<Value>> {
     let key = path_key(&path)?;
+    let caller = caller.as_deref();
     let limit = params.limit.unwrap_or(crate::service::TREE_PAGE);
     if limit == 0 || limit > crate::service::MAX_TREE_PAGE {
         return Err(ApiError::bad_request(
@@ -100,10 +105,15 @@ pub async fn tree(
         .service
         .tree_page(&key, params.after.as_deref(), limit)
         .await?;
+    // A page may hold fewer nodes than asked once the hidden ones are
+    // left out; `next` still says where the following page starts.
     let nodes: Vec<Value> = page
         .nodes
         .iter()
+        .filter(|t| Caller::sees(caller, &t.path))
         .map(|t| match &t.node {
+            // The way to what the caller may read, and no more.
+            _ if !Caller::reads(caller, &t.path) => json!({"path": t.path, "node_type": "group"}),
             Err(e) => broken(&t.path, e),
             Ok(node) => match &node.meta {
                 NodeMetadata::Array(meta) => array_summary(&t.path, meta, node.array.as_ref()),
@@ -119,7 +129,7 @@ pub async fn tree(
 /// `GET /api/v1/meta`: the root node.
 pub async fn meta_root(
     state: State<AppState>,
-    caller: Option<axum::Extension<crate::http::input::credentials::Caller>>,
+    caller: Option<Extension<Caller>>,
 ) -> ApiResult<Json<Value>> {
     meta(state, ApiPath(String::new()), caller).await
 }
@@ -128,7 +138,7 @@ pub async fn meta_root(
 pub async fn meta(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<String>,
-    caller: Option<axum::Extension<crate::http::input::credentials::Caller>>,
+    caller: Option<Extension<Caller>>,
 ) -> ApiResult<Json<Value>> {
     let key = path_key(&path)?;
     let cached = state.service.node(&key).await?;
@@ -137,18 +147,41 @@ pub async fn meta(
     out.insert("path".into(), json!(key.as_str()));
     out.insert("zarr_format".into(), json!(node.zarr_format()));
     out.insert("node_type".into(), json!(node.node_type()));
+    // A group on the way to what the caller may read: its name and the
+    // members they may see, no more.
+    let readable = Caller::reads(caller.as_deref(), key.as_str());
+    if !readable && node.node_type() != "group" {
+        return Err(ApiError::from(ServiceError::from(
+            crate::store::StoreError::NotFound {
+                key: key.as_str().to_string(),
+            },
+        )));
+    }
     out.insert(
         "attributes".into(),
-        Value::Object(node.attributes().clone()),
+        match readable {
+            true => Value::Object(node.attributes().clone()),
+            false => json!({}),
+        },
     );
     match node {
         NodeMetadata::Group(group) => {
+            let base = if key.is_root() {
+                String::new()
+            } else {
+                format!("{key}/")
+            };
+            let filtered = Caller::filters(caller.as_deref(), key.as_str());
             let members: Vec<Value> = state
                 .service
                 .members(&key)
                 .await?
                 .iter()
+                .filter(|(name, _)| Caller::sees(caller.as_deref(), &format!("{base}{name}")))
                 .map(|(name, n)| match n {
+                    _ if !Caller::reads(caller.as_deref(), &format!("{base}{name}")) => {
+                        json!({"name": name, "node_type": "group"})
+                    }
                     Ok(n) => json!({"name": name, "node_type": n.node_type()}),
                     Err(e) => {
                         let mut b = broken(name, e);
@@ -161,11 +194,14 @@ pub async fn meta(
             if group.implicit {
                 out.insert("implicit".into(), json!(true));
             }
-            if let Some(image) = state.service.multiscale(&key).await? {
-                out.insert("multiscales".into(), json!([image_json(&image)]));
-            }
-            if let Some(view) = state.service.dataset(&key).await? {
-                out.insert("dataset".into(), dataset_json(&view));
+            // Both tell of the group's arrays: only to callers who may read them all.
+            if !filtered {
+                if let Some(image) = state.service.multiscale(&key).await? {
+                    out.insert("multiscales".into(), json!([image_json(&image)]));
+                }
+                if let Some(view) = state.service.dataset(&key).await? {
+                    out.insert("dataset".into(), dataset_json(&view));
+                }
             }
         }
         NodeMetadata::Array(meta) => {
@@ -176,11 +212,7 @@ pub async fn meta(
                 out.insert("dimensions".into(), json!(dims));
                 // Coordinates are the parent group's members: described
                 // only to callers that may read it.
-                let within = caller.as_ref().and_then(|c| c.0.within.clone());
-                let may_read = within.is_none_or(|prefix| {
-                    StoreKey::new(&prefix).is_ok_and(|p| parent.is_at_or_below(&p))
-                });
-                if may_read {
+                if Caller::reads(caller.as_deref(), parent.as_str()) {
                     if let Some(view) = state.service.dataset(&parent).await? {
                         let (coords, shares) = coordinates_of(&view, key.name(), &dims);
                         out.insert("coordinates".into(), coords);
@@ -198,12 +230,9 @@ pub async fn meta(
             }
             // The image is its parent group's: described only to callers
             // that may read it (a token limited to this level may not).
-            let within = caller.and_then(|c| c.0.within);
-            let may_read_parent = key.parent().is_some_and(|parent| {
-                within.is_none_or(|prefix| {
-                    StoreKey::new(&prefix).is_ok_and(|p| parent.is_at_or_below(&p))
-                })
-            });
+            let may_read_parent = key
+                .parent()
+                .is_some_and(|parent| Caller::reads(caller.as_deref(), parent.as_str()));
             // Whether it is a map is read from the coordinates beside it.
             if may_read_parent {
                 out.insert("map".into(), super::maps::map_json(&state, &key).await);

@@ -230,13 +230,8 @@ pub async fn data_post(
 /// Whether the caller may read the group of the array at `path`, where
 /// its coordinates are (a token limited to the array may not).
 pub fn may_read_group(path: &str, caller: Option<axum::Extension<Caller>>) -> bool {
-    let Some(within) = caller.and_then(|c| c.0.within) else {
-        return true;
-    };
     let parent = node_path(path).ok().and_then(|k| k.parent());
-    parent.is_some_and(|parent| {
-        crate::store::StoreKey::new(&within).is_ok_and(|p| parent.is_at_or_below(&p))
-    })
+    parent.is_some_and(|parent| Caller::reads(caller.as_deref(), parent.as_str()))
 }
 
 /// A `select=` parameter, with parse errors as 400s.

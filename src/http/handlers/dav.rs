@@ -18,7 +18,9 @@ use futures::StreamExt;
 use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
 
 use super::raw::quote_etag;
+use crate::auth::Scope;
 use crate::http::error::{ApiError, ApiResult};
+use crate::http::input::credentials::Caller;
 use crate::http::input::extract::ApiPath;
 use crate::http::state::AppState;
 use crate::service::Listed;
@@ -84,7 +86,8 @@ pub async fn propfind_root(State(state): State<AppState>, request: Request) -> R
             .await
             .into_response()
     } else {
-        propfind(&state, String::new(), request)
+        let caller = request.extensions().get::<Caller>().cloned();
+        propfind(&state, String::new(), request, caller)
             .await
             .into_response()
     };
@@ -103,7 +106,8 @@ pub async fn propfind_key(
             .await
             .into_response()
     } else {
-        propfind(&state, raw, request).await.into_response()
+        let caller = request.extensions().get::<Caller>().cloned();
+        propfind(&state, raw, request, caller).await.into_response()
     };
     allowing("GET,HEAD,PUT,DELETE,PROPFIND", answer)
 }
@@ -117,7 +121,12 @@ fn allowing(methods: &'static str, mut answer: Response) -> Response {
     answer
 }
 
-async fn propfind(state: &AppState, raw: String, request: Request) -> ApiResult<Response> {
+async fn propfind(
+    state: &AppState,
+    raw: String,
+    request: Request,
+    caller: Option<Caller>,
+) -> ApiResult<Response> {
     let depth = depth(request.headers())?;
     // What the client asks for is read (a connection with an unread body
     // cannot be kept) but does not change the answer.
@@ -133,8 +142,15 @@ async fn propfind(state: &AppState, raw: String, request: Request) -> ApiResult<
     } else {
         format!("{key}/")
     };
+    // What the caller may not see is left out (`None`: nothing is).
+    let sight = caller
+        .filter(|c| Caller::filters(Some(c), key.as_str()))
+        .map(|c| c.rights);
     if !key.is_root() && !raw.ends_with('/') {
-        if let Some(meta) = state.service.head_value(&key).await? {
+        let readable = sight
+            .as_ref()
+            .is_none_or(|r| r.may(Scope::Read, key.as_str()));
+        if let Some(meta) = state.service.head_value(&key).await?.filter(|_| readable) {
             let entry = value_entry(key.as_str(), &meta);
             return Ok(multistatus(Body::from(format!("{HEAD}{entry}{TAIL}"))));
         }
@@ -164,7 +180,7 @@ async fn propfind(state: &AppState, raw: String, request: Request) -> ApiResult<
         done: false,
     };
     let pages = futures::stream::try_unfold(start, move |mut cursor| {
-        let (service, folder) = (service.clone(), folder.clone());
+        let (service, folder, sight) = (service.clone(), folder.clone(), sight.clone());
         async move {
             if cursor.done {
                 return Ok::<_, std::io::Error>(None);
@@ -174,15 +190,20 @@ async fn propfind(state: &AppState, raw: String, request: Request) -> ApiResult<
                 .await
                 .map_err(std::io::Error::other)?;
             let mut out = String::new();
+            let sees = |path: &str| sight.as_ref().is_none_or(|r| r.sees(path));
+            let reads = |path: &str| sight.as_ref().is_none_or(|r| r.may(Scope::Read, path));
             for listed in &page.entries {
                 match listed {
-                    Listed::Prefix(p) => out.push_str(&folder_entry(p)),
+                    Listed::Prefix(p) if sees(p) => out.push_str(&folder_entry(p)),
+                    Listed::Prefix(_) => {}
+                    Listed::Value { key, .. } if !reads(key) => {}
                     Listed::Value { key, meta } => {
                         // Every folder between the last value's and this
                         // one's, once: the listing is in key order, so a
                         // folder's keys come together.
                         let parent = key.rfind('/').map_or("", |i| &key[..=i]);
                         for new in folders_between(&cursor.folder, parent) {
+                            // A value below it is shown: the way there is too.
                             out.push_str(&folder_entry(new));
                         }
                         cursor.folder = parent.to_string();

@@ -9,10 +9,11 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use crate::http::input::credentials::Caller;
 use axum::extract::{RawQuery, State};
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::{Extension, Json};
 use serde_json::{json, Map, Value};
 
 use super::maps::{base_url, bounds_degrees, linked, url_path};
@@ -115,15 +116,19 @@ pub async fn conformance() -> Json<Value> {
 }
 
 /// The layers of each group that holds georeferenced arrays below `root`.
+/// Groups the caller may not read whole are left out: a collection tells
+/// of all its arrays.
 async fn groups(
     state: &AppState,
     root: &StoreKey,
+    caller: Option<&Caller>,
 ) -> Result<BTreeMap<String, Vec<Arc<MapLayer>>>, ApiError> {
     let layers = state.service.map_layers(root).await?;
     let mut by_group: BTreeMap<String, Vec<Arc<MapLayer>>> = BTreeMap::new();
     for layer in layers.iter() {
         let group = layer.path.parent().unwrap_or_else(StoreKey::root);
-        if group.is_at_or_below(root) {
+        let whole = caller.is_none_or(|c| c.rights.reads_all_below(group.as_str()));
+        if group.is_at_or_below(root) && whole {
             by_group
                 .entry(id_of(&group))
                 .or_default()
@@ -134,10 +139,14 @@ async fn groups(
 }
 
 /// `GET /edr/collections`.
-pub async fn collections(State(state): State<AppState>, headers: HeaderMap) -> Response {
+pub async fn collections(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    caller: Option<Extension<Caller>>,
+) -> Response {
     let base = base_url(&state, &headers);
     let run = async {
-        let groups = groups(&state, &StoreKey::root()).await?;
+        let groups = groups(&state, &StoreKey::root(), caller.as_deref()).await?;
         let mut list = Vec::new();
         for (id, layers) in &groups {
             list.push(collection_json(&state, &base, id, layers).await?);
@@ -317,7 +326,7 @@ pub async fn collection(
     let (id, asked) = split(&path);
     let run = async {
         let group = group_key(id)?;
-        let groups = groups(&state, &group).await?;
+        let groups = groups(&state, &group, None).await?;
         let layers = groups.get(&id_of(&group)).ok_or_else(|| {
             ApiError::not_found(format!(
                 "no collection '{id}': a collection is a group holding georeferenced arrays"

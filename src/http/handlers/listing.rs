@@ -9,7 +9,9 @@ use bytes::Bytes;
 use futures::StreamExt;
 use percent_encoding::{utf8_percent_encode, AsciiSet, CONTROLS};
 
+use crate::auth::Scope;
 use crate::http::error::{ApiError, ApiResult};
+use crate::http::input::credentials::Caller;
 use crate::http::state::AppState;
 use crate::store::{LevelEntry, StoreKey};
 
@@ -81,8 +83,17 @@ struct Cursor {
     first: bool,
 }
 
-pub async fn list(state: &AppState, prefix: &str, headers: &HeaderMap) -> ApiResult<Response> {
+pub async fn list(
+    state: &AppState,
+    prefix: &str,
+    headers: &HeaderMap,
+    caller: Option<&Caller>,
+) -> ApiResult<Response> {
     let key = StoreKey::new(prefix)?;
+    // What the caller may not see is left out (`None`: nothing is).
+    let sight = caller
+        .filter(|c| Caller::filters(Some(c), key.as_str()))
+        .map(|c| c.rights.clone());
     let store = state.store.clone();
     let probe = store.list_level_page(&key, None, 1).await?;
     if !key.is_root() && probe.is_empty() {
@@ -130,7 +141,7 @@ pub async fn list(state: &AppState, prefix: &str, headers: &HeaderMap) -> ApiRes
         first: true,
     };
     let pages = futures::stream::try_unfold(Some(cursor), move |cursor| {
-        let (store, key, base) = (store.clone(), key.clone(), base.clone());
+        let (store, key, base, sight) = (store.clone(), key.clone(), base.clone(), sight.clone());
         async move {
             let Some(mut cursor) = cursor else {
                 return Ok::<_, std::io::Error>(None);
@@ -148,7 +159,11 @@ pub async fn list(state: &AppState, prefix: &str, headers: &HeaderMap) -> ApiRes
                     LevelEntry::Folder(_) => pass == Pass::Folders,
                     LevelEntry::Value(..) => pass == Pass::Values,
                 };
-                if wanted {
+                let shown = sight.as_ref().is_none_or(|r| match e {
+                    LevelEntry::Folder(_) => r.sees(&format!("{base}{}", e.name())),
+                    LevelEntry::Value(..) => r.may(Scope::Read, &format!("{base}{}", e.name())),
+                });
+                if wanted && shown {
                     out.push_str(&entry(json, pass, cursor.first, e.name()));
                     cursor.first = false;
                 }

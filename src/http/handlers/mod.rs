@@ -6,6 +6,7 @@ pub mod data;
 pub mod dav;
 pub mod edr;
 pub mod fallback;
+pub mod hidden;
 pub mod listing;
 pub mod maps;
 pub mod opendap;

@@ -5,6 +5,7 @@ use std::time::{Duration, UNIX_EPOCH};
 
 use axum::body::Body;
 use axum::extract::State;
+use axum::Extension;
 
 use crate::http::input::extract::ApiPath;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
@@ -13,6 +14,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 
 use crate::http::error::{ApiError, ApiResult};
+use crate::http::input::credentials::Caller;
 use crate::http::input::range::{self, ByteRange};
 use crate::http::output::NoCompression;
 use crate::http::state::AppState;
@@ -242,8 +244,9 @@ pub async fn get_key(
     ApiPath(raw): ApiPath<String>,
     uri: Uri,
     headers: HeaderMap,
+    caller: Option<Extension<Caller>>,
 ) -> ApiResult<Response> {
-    let response = match get_value(&state, &raw, &headers).await {
+    let response = match get_value(&state, &raw, &headers, caller.as_deref()).await {
         Err(e) if e.status == StatusCode::NOT_FOUND => {
             folder_redirect(&state, &raw, &uri, e).await?
         }
@@ -300,11 +303,15 @@ pub(super) async fn get_value(
     state: &AppState,
     raw: &str,
     headers: &HeaderMap,
+    caller: Option<&Caller>,
 ) -> ApiResult<Response> {
     if let Some(prefix) = raw.strip_suffix('/') {
-        return super::listing::list(state, prefix, headers).await;
+        return super::listing::list(state, prefix, headers, caller).await;
     }
     let key = key_of(raw)?;
+    if let Some(caller) = super::hidden::filtered_for(caller, &key) {
+        return super::hidden::document(state, &key, caller, headers, false).await;
+    }
     let mut ranges = headers
         .get(header::RANGE)
         .and_then(|v| v.to_str().ok())
@@ -559,8 +566,9 @@ pub async fn head_key(
     ApiPath(raw): ApiPath<String>,
     uri: Uri,
     headers: HeaderMap,
+    caller: Option<Extension<Caller>>,
 ) -> ApiResult<Response> {
-    let response = match head_value(&state, &raw, &headers).await {
+    let response = match head_value(&state, &raw, &headers, caller.as_deref()).await {
         Err(e) if e.status == StatusCode::NOT_FOUND => {
             folder_redirect(&state, &raw, &uri, e).await?
         }
@@ -573,13 +581,17 @@ pub(super) async fn head_value(
     state: &AppState,
     raw: &str,
     headers: &HeaderMap,
+    caller: Option<&Caller>,
 ) -> ApiResult<Response> {
     if let Some(prefix) = raw.strip_suffix('/') {
-        let mut response = super::listing::list(state, prefix, headers).await?;
+        let mut response = super::listing::list(state, prefix, headers, caller).await?;
         *response.body_mut() = Body::empty();
         return Ok(response);
     }
     let key = key_of(raw)?;
+    if let Some(caller) = super::hidden::filtered_for(caller, &key) {
+        return super::hidden::document(state, &key, caller, headers, true).await;
+    }
     let meta = state
         .service
         .head_value(&key)
@@ -597,6 +609,10 @@ pub(super) async fn head_value(
 }
 
 /// `GET /zarr/`: the root listing.
-pub async fn list_root(State(state): State<AppState>, headers: HeaderMap) -> ApiResult<Response> {
-    super::listing::list(&state, "", &headers).await
+pub async fn list_root(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    caller: Option<Extension<Caller>>,
+) -> ApiResult<Response> {
+    super::listing::list(&state, "", &headers, caller.as_deref()).await
 }

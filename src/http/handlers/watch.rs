@@ -12,11 +12,14 @@ use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use futures::StreamExt;
 use serde_json::json;
 
+use crate::auth::Scope;
 use crate::config::Recheck;
 use crate::http::error::{ApiError, ApiResult};
+use crate::http::input::credentials::Caller;
 use crate::http::input::extract::ApiPath;
 use crate::http::output::LongLived;
 use crate::http::output::NoCompression;
@@ -29,19 +32,27 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 /// Revalidation of metadata when `--recheck-cached` is `always`.
 const ALWAYS_EVERY: Duration = Duration::from_secs(2);
 
-pub async fn watch_root(state: State<AppState>) -> ApiResult<Response> {
-    watching(state.0, StoreKey::root()).await
+pub async fn watch_root(
+    state: State<AppState>,
+    caller: Option<Extension<Caller>>,
+) -> ApiResult<Response> {
+    watching(state.0, StoreKey::root(), caller.map(|c| c.0)).await
 }
 
 pub async fn watch(
     State(state): State<AppState>,
     ApiPath(path): ApiPath<String>,
+    caller: Option<Extension<Caller>>,
 ) -> ApiResult<Response> {
     let key = node_path(&path)?;
-    watching(state, key).await
+    watching(state, key, caller.map(|c| c.0)).await
 }
 
-async fn watching(state: AppState, path: StoreKey) -> ApiResult<Response> {
+async fn watching(state: AppState, path: StoreKey, caller: Option<Caller>) -> ApiResult<Response> {
+    // Changes to what the caller may not read are not theirs to hear of.
+    let sight = caller
+        .filter(|c| Caller::filters(Some(c), path.as_str()))
+        .map(|c| c.rights);
     // A path that names nothing is a mistake, not a quiet stream.
     state.service.node(&path).await?;
     let Ok(permit) = state.watchers.clone().try_acquire_owned() else {
@@ -60,6 +71,12 @@ async fn watching(state: AppState, path: StoreKey) -> ApiResult<Response> {
     let notices = state
         .service
         .watch(&path, interval)
+        .filter(move |n| {
+            std::future::ready(match (n, &sight) {
+                (Notice::Change(c), Some(rights)) => rights.may(Scope::Read, &c.path),
+                _ => true,
+            })
+        })
         .map(|n| Some(event(&n)))
         .chain(futures::stream::once(async { None }));
     let pings = futures::stream::unfold((), |_| async {

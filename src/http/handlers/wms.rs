@@ -192,7 +192,7 @@ async fn answer(
     }
     let request = p.need("request")?;
     match request.to_ascii_lowercase().as_str() {
-        "getcapabilities" => capabilities(state, headers).await,
+        "getcapabilities" => capabilities(state, headers, caller.as_deref()).await,
         "getmap" => get_map(state, p, headers, caller).await,
         "getfeatureinfo" => feature_info(state, p, caller).await,
         "getlegendgraphic" => legend(state, p, headers, caller).await,
@@ -302,9 +302,36 @@ fn layer_xml(layer: &MapLayer, base: &str) -> String {
     out + "</Layer>"
 }
 
-async fn capabilities(state: &AppState, headers: &HeaderMap) -> Result<Response, WmsError> {
+/// A layer the caller may not read, with the group that places it, is
+/// no layer of theirs: answered as a layer that is not there.
+fn readable(name: &str, caller: Option<&Caller>) -> Result<(), WmsError> {
+    let path = name.trim_matches('/');
+    let group = path.rsplit_once('/').map_or("", |(g, _)| g);
+    if Caller::reads(caller, path) && Caller::reads(caller, group) {
+        return Ok(());
+    }
+    Err(WmsError::new(
+        "LayerNotDefined",
+        format!("no layer '{name}'"),
+    ))
+}
+
+async fn capabilities(
+    state: &AppState,
+    headers: &HeaderMap,
+    caller: Option<&Caller>,
+) -> Result<Response, WmsError> {
     let base = maps::base_url(state, headers);
-    let layers = state.service.map_layers(&StoreKey::root()).await?;
+    let mut layers = state.service.map_layers(&StoreKey::root()).await?;
+    if caller.is_some_and(|c| Caller::filters(Some(c), "")) {
+        layers = std::sync::Arc::new(
+            layers
+                .iter()
+                .filter(|l| readable(l.path.as_str(), caller).is_ok())
+                .cloned()
+                .collect(),
+        );
+    }
     let online = escape(&format!("{base}/wms"));
     let op = |formats: &[&str]| {
         let f: String = formats
@@ -381,7 +408,12 @@ fn size(p: &Params, name: &str) -> Result<u32, WmsError> {
         })
 }
 
-async fn frame(state: &AppState, p: &Params, layers_param: &str) -> Result<MapFrame, WmsError> {
+async fn frame(
+    state: &AppState,
+    p: &Params,
+    layers_param: &str,
+    caller: Option<&Caller>,
+) -> Result<MapFrame, WmsError> {
     let version = p.get("version").unwrap_or("1.3.0");
     let crs_name = match version {
         "1.1.1" | "1.1.0" => p.get("srs").or(p.get("crs")),
@@ -428,6 +460,7 @@ async fn frame(state: &AppState, p: &Params, layers_param: &str) -> Result<MapFr
     }
     let mut layers = Vec::new();
     for name in &names {
+        readable(name, caller)?;
         let layer = maps::layer(state, name).await.map_err(|e| WmsError {
             code: "LayerNotDefined",
             ..e.into()
@@ -507,7 +540,7 @@ async fn get_map(
             format!("FORMAT={format}: maps come as image/png, image/jpeg or image/webp"),
         )
     })?;
-    let frame = frame(state, p, p.need("layers")?).await?;
+    let frame = frame(state, p, p.need("layers")?, caller.as_deref()).await?;
     let transparent = p
         .get("transparent")
         .is_some_and(|t| t.eq_ignore_ascii_case("true"));
@@ -587,7 +620,7 @@ async fn feature_info(
     p: &Params,
     caller: Option<axum::Extension<Caller>>,
 ) -> Result<Response, WmsError> {
-    let frame = frame(state, p, p.need("query_layers")?).await?;
+    let frame = frame(state, p, p.need("query_layers")?, caller.as_deref()).await?;
     let t = &frame.target;
     let i = pixel(p, ["i", "x"], t.width)?;
     let j = pixel(p, ["j", "y"], t.height)?;
@@ -683,6 +716,7 @@ async fn legend(
             ));
         }
     }
+    readable(p.need("layer")?, caller.as_deref())?;
     let layer = maps::layer(state, p.need("layer")?)
         .await
         .map_err(|e| WmsError {

@@ -4,14 +4,37 @@
 
 use axum::http::{header, HeaderMap, Method};
 
-/// What the authenticated caller may do beyond what the route needs, for
-/// handlers whose scope depends on the stored data (a resize that shrinks,
-/// a create that would make missing parents).
-#[derive(Debug, Clone, Default)]
+/// Who the caller is and what they may do, for handlers whose answer
+/// depends on it: scopes that depend on the stored data (a resize that
+/// shrinks, a create that would make missing parents), and listings,
+/// which show only what the caller may see.
+#[derive(Debug, Clone)]
 pub struct Caller {
+    /// Whether the caller may administer the path the request is about.
     pub admin: bool,
-    /// The prefix the caller's token is limited to here (see [`crate::auth::Grant`]).
+    /// Where groups a create makes may begin (`None`: at the root).
     pub within: Option<String>,
+    /// `token:NAME` or `user:SUB`; `None` for an anonymous caller.
+    pub name: Option<String>,
+    pub rights: std::sync::Arc<crate::auth::Rights>,
+}
+
+impl Caller {
+    /// Whether the caller may read `path`; `None` (no caller: a request
+    /// the middleware did not judge) may.
+    pub fn reads(caller: Option<&Caller>, path: &str) -> bool {
+        caller.is_none_or(|c| c.rights.may(crate::auth::Scope::Read, path))
+    }
+
+    /// Whether `path` shows in a listing for the caller.
+    pub fn sees(caller: Option<&Caller>, path: &str) -> bool {
+        caller.is_none_or(|c| c.rights.sees(path))
+    }
+
+    /// Whether a listing at `path` needs filtering for the caller.
+    pub fn filters(caller: Option<&Caller>, path: &str) -> bool {
+        caller.is_some_and(|c| !c.rights.reads_all_below(path))
+    }
 }
 
 /// The headers a SigV4 signature covers, for the authorization middleware.

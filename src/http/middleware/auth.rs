@@ -6,6 +6,7 @@ use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 use percent_encoding::percent_decode_str;
 
+use super::audit;
 use crate::auth::{Denied, Scope};
 use crate::http::error::ApiError;
 use crate::http::input::credentials::{signed_parts, Caller};
@@ -60,54 +61,76 @@ where
     else {
         return next(request).await;
     };
+    let method = routes::method_name(request.method());
     // A method the route lacks is answered 405; it needs no more than a read.
-    let needed = match route
-        .access(routes::method_name(request.method()))
-        .unwrap_or(Access::Needs(Scope::Read))
-    {
+    let needed = match route.access(method).unwrap_or(Access::Needs(Scope::Read)) {
         Access::Public => return next(request).await,
         Access::Needs(scope) => escalate(scope, request.method(), path, request.uri().query()),
     };
-    let authorization = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok());
-    let resource = route.resource_of(
-        routes::method_name(request.method()),
-        path,
-        request.uri().query(),
-    );
+    let resource = route.resource_of(method, path, request.uri().query());
+    let reach = route.reach(method, path);
     // S3 clients sign their requests (SigV4) instead of sending a token.
     // Only on /s3, so other requests do not gather their headers for it.
     let s3 = path == "/s3" || path.starts_with("/s3/");
     let signed = s3
         .then(|| signed_parts(request.method(), request.uri(), request.headers()))
         .filter(|signed| signed.is_signed());
-    let verdict = match &signed {
-        Some(signed) => state.auth.check_signed(
-            signed,
-            needed,
-            resource.as_deref(),
-            std::time::SystemTime::now(),
-        ),
-        None => state.auth.check(authorization, needed, resource.as_deref()),
-    };
-    match verdict {
-        Ok(grant) => {
-            let admin = needed == Scope::Admin
-                || (needed == Scope::Write
-                    && state
-                        .auth
-                        .check(authorization, Scope::Admin, resource.as_deref())
-                        .is_ok());
-            let mut request = request;
-            request.extensions_mut().insert(Caller {
-                admin,
-                within: grant.within,
-            });
-            next(request).await
+    let identity = match &signed {
+        Some(signed) => state
+            .auth
+            .identify_signed(signed, std::time::SystemTime::now()),
+        None => {
+            let authorization = request
+                .headers()
+                .get(header::AUTHORIZATION)
+                .and_then(|v| v.to_str().ok());
+            state.auth.identify(authorization).await
         }
-        Err(Denied::Unauthenticated(message)) => {
+    };
+    let who = match identity {
+        Ok(who) => who,
+        Err(denied) => {
+            let response = refusal(denied, resource.as_deref());
+            audit::refused(&request, None, response.status());
+            return response;
+        }
+    };
+    if let Err(denied) = state.auth.judge(&who, needed, resource.as_deref(), reach) {
+        let response = refusal(denied, resource.as_deref());
+        audit::refused(&request, who.name.as_deref(), response.status());
+        return response;
+    }
+    let rights = &who.rights;
+    let admin = match resource.as_deref() {
+        Some(p) => rights.may(Scope::Admin, p),
+        None => rights.has(Scope::Admin),
+    };
+    // Where groups a create makes may begin: nowhere above what the caller may write.
+    let within = resource
+        .as_deref()
+        .filter(|_| needed >= Scope::Write)
+        .and_then(|p| rights.writes_from(p))
+        .filter(|from| !from.is_empty());
+    let mut request = request;
+    request.extensions_mut().insert(Caller {
+        admin,
+        within,
+        name: who.name.clone(),
+        rights: who.rights.clone(),
+    });
+    if needed == Scope::Read {
+        return next(request).await;
+    }
+    let written = audit::Written::of(&request, who.name);
+    let response = next(request).await;
+    written.log(response.status());
+    response
+}
+
+/// The answer to a refused request.
+fn refusal(denied: Denied, resource: Option<&str>) -> Response {
+    match denied {
+        Denied::Unauthenticated(message) => {
             let mut response =
                 ApiError::new(StatusCode::UNAUTHORIZED, "unauthorized", message).into_response();
             response.headers_mut().insert(
@@ -116,11 +139,30 @@ where
             );
             response
         }
-        Err(Denied::Forbidden(message)) => {
+        Denied::Forbidden(message) => {
             ApiError::new(StatusCode::FORBIDDEN, "forbidden", message).into_response()
         }
-        Err(Denied::Signature { code, message }) => {
+        // As a key that is not stored is answered.
+        Denied::Hidden => ApiError::from(crate::service::ServiceError::from(
+            crate::store::StoreError::NotFound {
+                key: resource.unwrap_or("").to_string(),
+            },
+        ))
+        .into_response(),
+        Denied::Signature { code, message } => {
             ApiError::new(StatusCode::FORBIDDEN, code, message).into_response()
+        }
+        Denied::Unavailable(message) => {
+            let mut response = ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "identity_provider_unavailable",
+                message,
+            )
+            .into_response();
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+            response
         }
     }
 }

@@ -1,6 +1,7 @@
 //! What every routed request passes before and after its handler: the
 //! gate (errors, limits, load shedding, metrics, authorization) and CORS.
 
+pub mod audit;
 pub mod auth;
 pub mod cors;
 pub mod gate;

@@ -2,6 +2,7 @@
 //! These types describe what is stored; [`crate::zarr::array::Array`] turns
 //! array metadata into runtime codecs.
 
+pub mod consolidated;
 pub mod v1;
 pub mod v2;
 pub mod v3;

@@ -12,10 +12,12 @@ use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::response::{IntoResponse, Response};
 
+use crate::auth::Scope;
 use crate::http::error::{ApiError, ApiResult};
-use crate::http::input::credentials::signed_parts;
+use crate::http::input::credentials::{signed_parts, Caller};
 use crate::http::input::extract::ApiPath;
 use crate::http::state::AppState;
+use crate::service::Listed;
 
 /// The one bucket.
 pub const BUCKET: &str = "zarr";
@@ -130,16 +132,51 @@ pub async fn get_bucket(
         )));
     }
     let query = list::ListQuery::parse(&pairs)?;
-    let page = state
-        .service
-        .list_page(
-            &query.prefix,
-            query.delimiter.as_deref(),
-            query.after.as_deref(),
-            query.max_keys,
-        )
-        .await?;
-    Ok(xml(list::render(&query, &page.entries, page.truncated)))
+    let folder = query.prefix.rfind('/').map_or("", |i| &query.prefix[..i]);
+    let sight = request
+        .extensions()
+        .get::<Caller>()
+        .filter(|c| Caller::filters(Some(c), folder))
+        .map(|c| c.rights.clone());
+    let Some(sight) = sight else {
+        let page = state
+            .service
+            .list_page(
+                &query.prefix,
+                query.delimiter.as_deref(),
+                query.after.as_deref(),
+                query.max_keys,
+            )
+            .await?;
+        return Ok(xml(list::render(&query, &page.entries, page.truncated)));
+    };
+    // Pages are read on past what the caller may not see, so that the
+    // next marker or token names a key they may (never a hidden one),
+    // and each answer but the last shows at least one.
+    let visible = |e: &Listed| match e {
+        Listed::Prefix(p) => sight.sees(p.trim_end_matches('/')),
+        Listed::Value { key, .. } => sight.may(Scope::Read, key),
+    };
+    let mut after = query.after.clone();
+    let mut shown = Vec::new();
+    let mut truncated = query.max_keys > 0;
+    while truncated && shown.len() < query.max_keys {
+        let page = state
+            .service
+            .list_page(
+                &query.prefix,
+                query.delimiter.as_deref(),
+                after.as_deref(),
+                query.max_keys,
+            )
+            .await?;
+        truncated = page.truncated;
+        after = page.entries.last().map(|e| e.key().to_string());
+        let mut entries = page.entries.into_iter().filter(visible);
+        shown.extend(entries.by_ref().take(query.max_keys - shown.len()));
+        truncated |= entries.next().is_some();
+    }
+    Ok(xml(list::render(&query, &shown, truncated)))
 }
 
 /// `HEAD /s3/{bucket}`: HeadBucket.
@@ -167,7 +204,13 @@ pub async fn get_object(
 ) -> ApiResult<Response> {
     let key = object_key(&bucket, &key, request.uri().query())?;
     let overrides = overrides(&request)?;
-    let response = super::raw::get_value(&state, &key, request.headers()).await?;
+    let response = super::raw::get_value(
+        &state,
+        &key,
+        request.headers(),
+        request.extensions().get::<Caller>(),
+    )
+    .await?;
     Ok(with_overrides(
         state.cache_control.apply(&key, response),
         overrides,
@@ -182,7 +225,13 @@ pub async fn head_object(
 ) -> ApiResult<Response> {
     let key = object_key(&bucket, &key, request.uri().query())?;
     let overrides = overrides(&request)?;
-    let response = super::raw::head_value(&state, &key, request.headers()).await?;
+    let response = super::raw::head_value(
+        &state,
+        &key,
+        request.headers(),
+        request.extensions().get::<Caller>(),
+    )
+    .await?;
     Ok(with_overrides(
         state.cache_control.apply(&key, response),
         overrides,
