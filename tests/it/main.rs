@@ -4,6 +4,7 @@
 
 mod common;
 
+mod access;
 mod access_log;
 mod bad_input;
 mod cancelled_writes;

@@ -158,15 +158,23 @@ async fn a_token_that_may_not_read_the_coordinates_gets_no_map() {
     let legend = app.get_as("array", "/tiles/climate/t2m/legend.png").await;
     assert_eq!(legend.status, 403);
     assert_eq!(app.get_as("group", tile).await.status, 200);
-    // WMS lists every layer of the store: only for tokens of all of it.
+    // WMS lists the layers the token may read, with their groups.
     let wms = app
         .get_as("group", "/wms?SERVICE=WMS&REQUEST=GetCapabilities")
         .await;
-    assert_eq!(wms.status, 403);
-    // Refused before the handler, and still a WMS exception report.
+    assert_eq!(wms.status, 200);
+    assert!(String::from_utf8_lossy(&wms.body).contains("<Name>climate/t2m</Name>"));
+    let wms = app
+        .get_as("array", "/wms?SERVICE=WMS&REQUEST=GetCapabilities")
+        .await;
+    assert!(!String::from_utf8_lossy(&wms.body).contains("<Name>climate/t2m</Name>"));
+    let map = app
+        .get_as("array", "/wms?SERVICE=WMS&REQUEST=GetMap&VERSION=1.3.0&LAYERS=climate/t2m&STYLES=&CRS=EPSG:4326&BBOX=-90,-180,90,180&WIDTH=8&HEIGHT=8&FORMAT=image/png")
+        .await;
+    assert!(String::from_utf8_lossy(&map.body).contains("LayerNotDefined"));
     assert!(wms.headers["content-type"]
         .to_str()
         .unwrap()
         .starts_with("text/xml"));
-    assert!(String::from_utf8_lossy(&wms.body).contains("<ServiceExceptionReport"));
+    assert!(String::from_utf8_lossy(&map.body).contains("<ServiceExceptionReport"));
 }
