@@ -13,6 +13,7 @@
 //! Every caller's rights are one [`Rights`], asked the same way on every
 //! route.
 
+pub mod fair;
 pub mod oidc;
 pub mod policy;
 pub mod sigv4;
@@ -65,6 +66,8 @@ pub enum AuthConfigError {
     Token { name: String, reason: String },
     #[error("[[policy]] number {index}: {reason}")]
     Policy { index: usize, reason: String },
+    #[error("[[fair_use]] number {index}: {reason}")]
+    FairUse { index: usize, reason: String },
     #[error("[[oidc]] {issuer}: {reason}")]
     Oidc { issuer: String, reason: String },
 }
@@ -75,6 +78,7 @@ struct Token {
     digest: [u8; 32],
     /// Its scope on its prefixes (or everywhere).
     rights: Arc<Rights>,
+    rate: Option<fair::Rate>,
     /// Access key id and secret, for tokens that sign S3 requests.
     signing: Option<(String, String)>,
 }
@@ -93,6 +97,15 @@ pub enum Denied {
     Signature { code: &'static str, message: String },
     /// The identity provider's keys could not be fetched: 503.
     Unavailable(String),
+}
+
+/// Who may sign in, what they may do and at what rate: the `[[oidc]]`,
+/// `[[policy]]` and `[[fair_use]]` tables.
+#[derive(Debug, Clone, Default)]
+pub struct Identities {
+    pub oidc: Vec<oidc::OidcConfig>,
+    pub policy: Vec<RuleConfig>,
+    pub fair_use: Vec<fair::FairUseConfig>,
 }
 
 /// How much of the store below its path a request's answer tells of.
@@ -114,6 +127,8 @@ pub struct Identity {
     /// `token:NAME` or `user:SUB`; `None` for an anonymous caller.
     pub name: Option<String>,
     pub rights: Arc<Rights>,
+    /// The rates `[[fair_use]]` holds the caller to; `None`: no limit.
+    pub rate: Option<fair::Rate>,
 }
 
 /// The configured callers and what anonymous ones may do.
@@ -122,6 +137,7 @@ pub struct Auth {
     tokens: Vec<Token>,
     issuers: Vec<oidc::Issuer>,
     policy: Policy,
+    fair: fair::FairUse,
     anonymous: Arc<Rights>,
     /// No tokens, no provider, no policy: writes are refused for want of
     /// `--allow-anonymous-writes`, not of a token.
@@ -145,20 +161,21 @@ impl Auth {
             file,
             anonymous_reads,
             anonymous_writes,
-            &[],
-            &[],
+            &Identities::default(),
         )
     }
 
-    /// Tokens, OpenID issuers and the policy for their users and anonymous callers.
+    /// Tokens, OpenID issuers, the policy for their users and anonymous
+    /// callers, and the rates they are held to.
     pub fn with_identities(
         configured: &[TokenConfig],
         file: Option<&Path>,
         anonymous_reads: Option<bool>,
         anonymous_writes: bool,
-        issuers: &[oidc::OidcConfig],
-        rules: &[RuleConfig],
+        identities: &Identities,
     ) -> Result<Auth, AuthConfigError> {
+        let (issuers, rules) = (&identities.oidc[..], &identities.policy[..]);
+        let fair = fair::FairUse::new(&identities.fair_use)?;
         let mut all: Vec<TokenConfig> = configured.to_vec();
         if let Some(path) = file {
             let text = std::fs::read_to_string(path).map_err(|e| AuthConfigError::File {
@@ -211,9 +228,14 @@ impl Auth {
                         ))
                     }
                 };
+                let rate = fair.rate(&Who {
+                    user: Some(name.clone()),
+                    groups: vec![],
+                });
                 Ok(Token {
                     name,
                     digest,
+                    rate,
                     rights: Arc::new(rights),
                     signing,
                 })
@@ -264,6 +286,7 @@ impl Auth {
             tokens,
             issuers,
             policy,
+            fair,
             anonymous: Arc::new(anonymous),
         })
     }
@@ -277,6 +300,7 @@ impl Auth {
         Identity {
             name: None,
             rights: self.anonymous.clone(),
+            rate: self.fair.rate(&Who::default()),
         }
     }
 
@@ -304,6 +328,7 @@ impl Auth {
                         Ok(verified) => Ok(Identity {
                             name: verified.who.user.as_ref().map(|u| format!("user:{u}")),
                             rights: Arc::new(self.policy.rights(&verified.who)),
+                            rate: self.fair.rate(&verified.who),
                         }),
                         Err(oidc::TokenError::Unavailable { issuer, reason }) => {
                             Err(Denied::Unavailable(format!(
@@ -405,6 +430,7 @@ impl Token {
         Identity {
             name: Some(format!("token:{}", self.name)),
             rights: self.rights.clone(),
+            rate: self.rate,
         }
     }
 }
@@ -519,7 +545,11 @@ mod tests {
             to: vec!["anonymous".into()],
             deny: false,
         }];
-        let auth = Auth::with_identities(&[], None, None, false, &[], &rules).unwrap();
+        let policy = Identities {
+            policy: rules.to_vec(),
+            ..Default::default()
+        };
+        let auth = Auth::with_identities(&[], None, None, false, &policy).unwrap();
         assert!(judged(&auth, None, Scope::Read, Some("public/a")).is_ok());
         assert!(matches!(
             judged(&auth, None, Scope::Read, Some("private")),
@@ -532,7 +562,11 @@ mod tests {
             roles_claim: None,
             user_claim: "sub".into(),
         };
-        assert!(Auth::with_identities(&[], None, None, false, &[issuer], &[]).is_err());
+        let lonely = Identities {
+            oidc: vec![issuer],
+            ..Default::default()
+        };
+        assert!(Auth::with_identities(&[], None, None, false, &lonely).is_err());
     }
 
     #[test]

@@ -29,6 +29,9 @@ pub static CHUNKS_DECODED: AtomicU64 = AtomicU64::new(0);
 pub static CHUNKS_ENCODED: AtomicU64 = AtomicU64::new(0);
 pub static STORE_ERRORS: AtomicU64 = AtomicU64::new(0);
 pub static LOAD_SHED: AtomicU64 = AtomicU64::new(0);
+/// Requests refused with 429 for fair use, and the bytes charged to callers.
+pub static FAIR_USE_REFUSED: AtomicU64 = AtomicU64::new(0);
+pub static FAIR_USE_BYTES: AtomicU64 = AtomicU64::new(0);
 
 impl RouteStats {
     fn merge(&mut self, other: &RouteStats) {
@@ -153,6 +156,10 @@ impl Metrics {
 
 pub fn count(counter: &AtomicU64) {
     counter.fetch_add(1, Ordering::Relaxed);
+}
+
+pub fn add(counter: &AtomicU64, n: u64) {
+    counter.fetch_add(n, Ordering::Relaxed);
 }
 
 pub fn read(counter: &AtomicU64) -> f64 {

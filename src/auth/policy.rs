@@ -27,7 +27,7 @@ pub struct RuleConfig {
 
 /// Whom a rule names.
 #[derive(Debug, Clone, PartialEq, Eq)]
-enum Principal {
+pub(crate) enum Principal {
     User(String),
     Group(String),
     /// Every caller who signed in.
@@ -37,7 +37,18 @@ enum Principal {
 }
 
 impl Principal {
-    fn parse(s: &str) -> Option<Principal> {
+    /// Whether this names `who`.
+    pub(crate) fn applies(&self, who: &Who) -> bool {
+        match (self, &who.user) {
+            (Principal::Anonymous, None) => true,
+            (Principal::Authenticated, Some(_)) => true,
+            (Principal::User(sub), Some(user)) => sub == user,
+            (Principal::Group(g), Some(_)) => who.groups.iter().any(|mine| mine == g),
+            _ => false,
+        }
+    }
+
+    pub(crate) fn parse(s: &str) -> Option<Principal> {
         match s {
             "authenticated" => Some(Principal::Authenticated),
             "anonymous" => Some(Principal::Anonymous),
@@ -221,17 +232,10 @@ impl Policy {
 
     /// The rules that apply to `who`.
     pub fn rights(&self, who: &Who) -> Rights {
-        let applies = |p: &Principal| match (p, &who.user) {
-            (Principal::Anonymous, None) => true,
-            (Principal::Authenticated, Some(_)) => true,
-            (Principal::User(sub), Some(user)) => sub == user,
-            (Principal::Group(g), Some(_)) => who.groups.iter().any(|mine| mine == g),
-            _ => false,
-        };
         Rights::new(
             self.rules
                 .iter()
-                .filter(|(_, to)| to.iter().any(applies))
+                .filter(|(_, to)| to.iter().any(|p| p.applies(who)))
                 .map(|(e, _)| e.clone())
                 .collect(),
         )

@@ -263,10 +263,8 @@ pub struct Config {
     pub allow_anonymous_reads: Option<bool>,
     /// Tokens from the config file and the tokens file, checked at start-up.
     pub tokens: Vec<TokenConfig>,
-    /// OpenID providers whose JWTs are accepted (`[[oidc]]`).
-    pub oidc: Vec<crate::auth::oidc::OidcConfig>,
-    /// Who may do what where (`[[policy]]`).
-    pub policy: Vec<crate::auth::RuleConfig>,
+    /// `[[oidc]]`, `[[policy]]` and `[[fair_use]]`.
+    pub identities: crate::auth::Identities,
     pub max_concurrency: usize,
     pub request_timeout: Duration,
     pub shutdown_timeout: Duration,
@@ -332,7 +330,12 @@ impl Config {
             ));
         }
         let tokens = load_tokens(o.tokens, o.tokens_file.as_deref())?;
-        Auth::with_identities(&tokens, None, None, false, &o.oidc, &o.policy)
+        let identities = crate::auth::Identities {
+            oidc: o.oidc,
+            policy: o.policy,
+            fair_use: o.fair_use,
+        };
+        Auth::with_identities(&tokens, None, None, false, &identities)
             .map_err(|e| invalid("policy", e.to_string()))?;
         Ok(Config {
             root: declared("root", o.root)?,
@@ -353,8 +356,7 @@ impl Config {
             max_header_bytes: declared("max_header_bytes", o.max_header_bytes)?,
             allow_anonymous_reads: o.allow_anonymous_reads,
             tokens,
-            oidc: o.oidc,
-            policy: o.policy,
+            identities,
             max_concurrency: declared("max_concurrency", o.max_concurrency)?.max(1),
             request_timeout: seconds("request_timeout", o.request_timeout, false)?,
             shutdown_timeout: seconds("shutdown_timeout", o.shutdown_timeout, true)?,
@@ -740,10 +742,10 @@ deny = true
             })
         };
         let c = file(ServeArgs::default()).unwrap();
-        assert_eq!(c.oidc[0].groups_claim, "realm_access.roles");
-        assert_eq!(c.oidc[0].user_claim, "sub", "the default");
-        assert_eq!(c.policy.len(), 2);
-        assert!(c.policy[1].deny && c.policy[0].path.is_empty());
+        assert_eq!(c.identities.oidc[0].groups_claim, "realm_access.roles");
+        assert_eq!(c.identities.oidc[0].user_claim, "sub", "the default");
+        assert_eq!(c.identities.policy.len(), 2);
+        assert!(c.identities.policy[1].deny && c.identities.policy[0].path.is_empty());
         let both = file(ServeArgs {
             allow_anonymous_reads: Some(true),
             ..Default::default()

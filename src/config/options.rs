@@ -58,6 +58,9 @@ macro_rules! options {
             /// `[[policy]]` in the file: who may do what where.
             #[arg(skip)]
             pub policy: Vec<crate::auth::RuleConfig>,
+            /// `[[fair_use]]` in the file: the rates callers are held to.
+            #[arg(skip)]
+            pub fair_use: Vec<crate::auth::fair::FairUseConfig>,
         }
 
         /// Every option's default, in the order `--help` lists them.
@@ -79,6 +82,7 @@ macro_rules! options {
                     tokens: file.tokens,
                     oidc: file.oidc,
                     policy: file.policy,
+                    fair_use: file.fair_use,
                 }
             }
 

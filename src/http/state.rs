@@ -23,6 +23,8 @@ pub struct Shared {
     pub service: Arc<Service>,
     pub config: Arc<Config>,
     pub auth: Arc<Auth>,
+    /// Callers' fair-use buckets.
+    pub fair: Arc<crate::auth::fair::Buckets>,
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Permits for requests in flight (`--max-concurrency`).
     pub in_flight: Arc<crate::http::middleware::limits::InFlight>,
@@ -72,8 +74,7 @@ impl AppState {
             None,
             config.allow_anonymous_reads,
             config.allow_anonymous_writes,
-            &config.oidc,
-            &config.policy,
+            &config.identities,
         )
         .unwrap_or_default();
         let cache_control = crate::http::output::cache_control::CachePolicies::new(&config);
@@ -85,6 +86,7 @@ impl AppState {
             cache_control,
             config: Arc::new(config),
             auth: Arc::new(auth),
+            fair: Arc::default(),
             metrics: Arc::default(),
             in_flight,
             previews,

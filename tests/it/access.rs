@@ -6,11 +6,12 @@
 
 use axum::body::Body;
 use axum::http::Method;
-use zarrd::auth::{RuleConfig, Scope};
+use zarrd::auth::fair::{FairUseConfig, Size};
+use zarrd::auth::{Identities, RuleConfig, Scope};
 use zarrd::config::Config;
 use zarrd::http::routes::{Access, Resource, ROUTES};
 
-use crate::common::app::{demo_config, reader_within, TestApp};
+use crate::common::app::{demo_config, reader_within, token, writable, TestApp};
 
 const AS_CLIMATE: (&str, &str) = ("authorization", "Bearer climate-token-0123456789");
 
@@ -128,10 +129,13 @@ fn rule(path: &str, grant: Scope, to: &str, deny: bool) -> RuleConfig {
 #[tokio::test]
 async fn anonymous_callers_get_what_the_policy_grants_them() {
     let app = TestApp::demo(Config {
-        policy: vec![
-            rule("", Scope::Read, "anonymous", false),
-            rule("climate/t2m", Scope::Read, "anonymous", true),
-        ],
+        identities: Identities {
+            policy: vec![
+                rule("", Scope::Read, "anonymous", false),
+                rule("climate/t2m", Scope::Read, "anonymous", true),
+            ],
+            ..Default::default()
+        },
         allow_anonymous_writes: false,
         ..demo_config()
     })
@@ -171,4 +175,78 @@ async fn anonymous_callers_get_what_the_policy_grants_them() {
         .await;
     assert_eq!(written.status, 401, "nobody granted anonymous writes");
     assert_eq!(app.get("/edr/collections/climate").await.status, 401);
+}
+
+fn share(to: &str) -> FairUseConfig {
+    FairUseConfig {
+        to: vec![to.into()],
+        bytes_per_second: Size(1 << 20),
+        requests_per_second: None,
+        burst_seconds: Some(2.0),
+        request_bytes: Some(Size(1024)),
+    }
+}
+
+#[tokio::test]
+async fn a_bulk_downloader_is_held_to_its_share_and_a_viewer_within_it_is_not() {
+    const BULK: &str = "bulk-token-0123456789";
+    let app = TestApp::with(
+        zarrd::store::Store::memory(),
+        Config {
+            tokens: vec![token(BULK, &[Scope::Read])],
+            allow_anonymous_reads: Some(true),
+            identities: Identities {
+                fair_use: vec![share(&format!("user:{BULK}")), share("anonymous")],
+                ..Default::default()
+            },
+            ..writable()
+        },
+    );
+    let created = app
+        .put(
+            "/api/v1/meta/big",
+            r#"{"node_type":"array","shape":[512,512],"chunks":[64,64],"dtype":"float64"}"#,
+        )
+        .await;
+    assert_eq!(created.status, 201, "{:?}", created.body);
+    let auth = format!("Bearer {BULK}");
+    let headers = [("authorization", auth.as_str())];
+    let bulk = || app.request(Method::GET, "/api/v1/data/big", &headers, Body::empty());
+    // 2 MiB of burst, refilled at 1 MiB/s: whole reads of 2 MiB are
+    // answered until the bucket is owed more than refills meanwhile.
+    let mut answered = 0;
+    let refused = loop {
+        let answer = bulk().await;
+        if answer.status == 429 {
+            break answer;
+        }
+        assert_eq!(answer.status, 200);
+        answered += 1;
+        assert!(answered < 5, "a bulk downloader is never held back");
+    };
+    assert_eq!(refused.code(), "rate_limited");
+    let wait: u64 = refused.headers["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=3).contains(&wait), "{wait}");
+    // A viewer's burst of small ranges is weighed by its bytes: 300
+    // requests of 100 bytes cost 330 KB of its 2 MiB.
+    for _ in 0..300 {
+        let range = app
+            .request(
+                Method::GET,
+                "/zarr/big/zarr.json",
+                &[("range", "bytes=0-99")],
+                Body::empty(),
+            )
+            .await;
+        assert_eq!(range.status, 206);
+    }
+    let metrics = String::from_utf8_lossy(&app.get("/metrics").await.body).into_owned();
+    assert!(
+        metrics.contains("zarrd_fair_use_refused_total"),
+        "{metrics}"
+    );
 }

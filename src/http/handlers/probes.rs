@@ -37,7 +37,10 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
 const OPENAPI: &str = include_str!("../../../openapi.yaml");
 
 pub async fn metrics(State(state): State<AppState>) -> Response {
-    use crate::metrics::{read, CHUNKS_DECODED, CHUNKS_ENCODED, LOAD_SHED, STORE_ERRORS};
+    use crate::metrics::{
+        read, CHUNKS_DECODED, CHUNKS_ENCODED, FAIR_USE_BYTES, FAIR_USE_REFUSED, LOAD_SHED,
+        STORE_ERRORS,
+    };
     let c = state.service.cache().stats();
     let u = state.store.update_totals();
     let extra = [
@@ -148,6 +151,18 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
             "Requests refused with 503 because the server was at its concurrency limit.",
             "counter",
             read(&LOAD_SHED),
+        ),
+        (
+            "zarrd_fair_use_refused_total",
+            "Requests refused with 429 because their caller had used its share.",
+            "counter",
+            read(&FAIR_USE_REFUSED),
+        ),
+        (
+            "zarrd_fair_use_bytes_total",
+            "Bytes answered to callers held to a fair-use rate.",
+            "counter",
+            read(&FAIR_USE_BYTES),
         ),
     ];
     (

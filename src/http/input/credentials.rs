@@ -17,7 +17,15 @@ pub struct Caller {
     /// `token:NAME` or `user:SUB`; `None` for an anonymous caller.
     pub name: Option<String>,
     pub rights: std::sync::Arc<crate::auth::Rights>,
+    /// The rates the caller is held to, and whose buckets they draw from
+    /// (their name, or for anonymous callers their address).
+    pub rate: Option<crate::auth::fair::Rate>,
+    pub bucket: Option<String>,
 }
+
+/// The address a request's connection comes from.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientAddr(pub std::net::IpAddr);
 
 impl Caller {
     /// Whether the caller may read `path`; `None` (no caller: a request

@@ -9,7 +9,7 @@ use percent_encoding::percent_decode_str;
 use super::audit;
 use crate::auth::{Denied, Scope};
 use crate::http::error::ApiError;
-use crate::http::input::credentials::{signed_parts, Caller};
+use crate::http::input::credentials::{signed_parts, Caller, ClientAddr};
 use crate::http::routes::{self, Access};
 use crate::http::state::AppState;
 use crate::zarr::metadata::NODE_DOCUMENTS;
@@ -111,12 +111,21 @@ where
         .filter(|_| needed >= Scope::Write)
         .and_then(|p| rights.writes_from(p))
         .filter(|from| !from.is_empty());
+    let bucket = who.rate.map(|_| match &who.name {
+        Some(name) => name.clone(),
+        None => match request.extensions().get::<ClientAddr>() {
+            Some(ClientAddr(ip)) => format!("address:{ip}"),
+            None => "address:unknown".into(),
+        },
+    });
     let mut request = request;
     request.extensions_mut().insert(Caller {
         admin,
         within,
         name: who.name.clone(),
         rights: who.rights.clone(),
+        rate: who.rate,
+        bucket,
     });
     if needed == Scope::Read {
         return next(request).await;

@@ -2,8 +2,9 @@
 //! log, errors as S3 XML under `/s3` and WMS exception reports under
 //! `/wms`, and with the request id in JSON error
 //! bodies, the header size limit (and a body's declared size and content coding), load
-//! shedding and the request timeout, per-route metrics, authorization, and
-//! turning a handler's panic into a 500, in that order (outermost first).
+//! shedding and the request timeout, per-route metrics, authorization, fair
+//! use, and turning a handler's panic into a 500, in that order (outermost
+//! first).
 //!
 //! Each check is a plain async function of the request and what comes
 //! after it, composed here into one future. As separate tower layers each
@@ -20,6 +21,7 @@ use axum::response::{IntoResponse, Response};
 use futures::FutureExt;
 
 use super::auth;
+use super::fair;
 use super::limits;
 use crate::http::error;
 use crate::http::error::ApiError;
@@ -35,7 +37,9 @@ pub async fn gate(State(state): State<AppState>, request: Request, next: Next) -
                     limits::headers(state, r, |r| {
                         limits::shed(state, r, |r| {
                             limits::observe(state, r, |r| {
-                                auth::authorize(state, r, |r| caught(next.run(r)))
+                                auth::authorize(state, r, |r| {
+                                    fair::admit(state, r, |r| caught(next.run(r)))
+                                })
                             })
                         })
                     })

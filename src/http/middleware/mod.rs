@@ -4,5 +4,6 @@
 pub mod audit;
 pub mod auth;
 pub mod cors;
+pub mod fair;
 pub mod gate;
 pub mod limits;

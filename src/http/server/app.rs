@@ -32,8 +32,10 @@ use crate::http::error::X_REQUEST_ID;
 
 /// The whole HTTP service: what [`crate::http::router`] builds. One `Arc`, so
 /// the clone hyper makes per request is one reference count.
+/// The routes and what wraps them, and the address of the connection
+/// this copy serves (set per connection by the server).
 #[derive(Clone)]
-pub struct App(Arc<Parts>);
+pub struct App(Arc<Parts>, Option<std::net::IpAddr>);
 
 /// The routes, compressing what [`crate::http::output::compression::compressible`] allows.
 pub(crate) type Routes = Compression<Router, crate::http::output::compression::Compressible>;
@@ -50,12 +52,20 @@ struct Parts {
 impl App {
     pub(crate) fn new(routes: Routes, cors: CorsLayer) -> Self {
         let cors_constant = headers_without_origin(&cors);
-        App(Arc::new(Parts {
-            cors: cors.layer(routes.clone()),
-            routes,
-            cors_constant,
-            ids: RequestIds::new(),
-        }))
+        App(
+            Arc::new(Parts {
+                cors: cors.layer(routes.clone()),
+                routes,
+                cors_constant,
+                ids: RequestIds::new(),
+            }),
+            None,
+        )
+    }
+
+    /// This app for a connection from `peer`.
+    pub(crate) fn for_peer(&self, peer: std::net::IpAddr) -> App {
+        App(self.0.clone(), Some(peer))
     }
 }
 
@@ -98,6 +108,11 @@ where
     fn call(&mut self, request: axum::http::Request<B>) -> Self::Future {
         let parts = &self.0;
         let mut request = trim_api_slash(request.map(Body::new));
+        if let Some(peer) = self.1 {
+            request
+                .extensions_mut()
+                .insert(crate::http::input::credentials::ClientAddr(peer));
+        }
         let id = match request.headers().get(&X_REQUEST_ID) {
             Some(id) => id.clone(),
             None => {

@@ -78,7 +78,7 @@ pub async fn serve(state: AppState, app: App) -> std::io::Result<()> {
     let signal = shutdown_signal();
     tokio::pin!(signal);
     loop {
-        let (stream, _) = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
                 Ok(a) => a,
                 Err(e) => {
@@ -96,7 +96,7 @@ pub async fn serve(state: AppState, app: App) -> std::io::Result<()> {
         if let Err(e) = stream.set_nodelay(true) {
             tracing::debug!("could not set TCP_NODELAY: {e}");
         }
-        let app = app.clone();
+        let app = app.for_peer(peer.ip());
         let (builders, watcher, tls) = (builders.clone(), graceful.watcher(), tls.clone());
         let (shutdown, h2_open) = (shutdown.clone(), h2_open.clone());
         tokio::spawn(async move {
