@@ -321,8 +321,9 @@ impl Config {
         let o = args.over(file).or_defaults()?;
         let cache_size = declared("cache_size", o.cache_size)?;
         let demo = o.demo.unwrap_or(false);
+        // Turned off they agree with any policy (a chart sets them either way).
         let anonymous_flags =
-            o.allow_anonymous_writes == Some(true) || o.allow_anonymous_reads.is_some();
+            o.allow_anonymous_writes == Some(true) || o.allow_anonymous_reads == Some(true);
         if !o.policy.is_empty() && anonymous_flags {
             return Err(invalid(
                 "policy",

@@ -9,6 +9,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import tomllib
+import urllib.error
 import urllib.request
 
 import kubernetes_validate
@@ -62,6 +64,15 @@ VALUES = {
         "router": {"enabled": True, "replicas": 3, "maxPods": 12},
     },
     "roundrobin": {"router": {"enabled": True, "balance": "roundrobin"}},
+    "signin": {
+        "oidc": [{"issuer": "https://login.example.org/realms/science", "audience": "zarrd",
+                  "groups_claim": "realm_access.roles"}],
+        "policy": [{"path": "", "grant": "read", "to": ["authenticated"]},
+                   {"path": "public", "grant": "read", "to": ["anonymous"]},
+                   {"path": "embargo", "grant": "read", "to": ["group:guests"], "deny": True}],
+        "fairUse": [{"to": ["anonymous"], "bytes_per_second": "20MiB", "request_bytes": 16384}],
+        "zarrd": {"extraConfig": "json_limit = \"32MiB\""},
+    },
 }
 
 
@@ -123,6 +134,13 @@ def test_rendered_config_starts_the_server(case):
         try:
             with urllib.request.urlopen(f"{url}/healthz", timeout=10) as r:
                 assert r.status == 200
+            if case == "signin":
+                parsed = tomllib.loads(config)
+                assert parsed["oidc"][0]["groups_claim"] == "realm_access.roles"
+                assert parsed["policy"][2] == {"path": "embargo", "grant": "read", "to": ["group:guests"], "deny": True}
+                with pytest.raises(urllib.error.HTTPError) as refused:
+                    urllib.request.urlopen(f"{url}/zarr/private/zarr.json", timeout=10)
+                assert refused.value.code == 401, "the policy gives anonymous callers only public/"
         finally:
             stop(proc)
 
