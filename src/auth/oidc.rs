@@ -81,8 +81,11 @@ struct Keys {
 pub struct Issuer {
     pub config: OidcConfig,
     keys: tokio::sync::RwLock<Option<Keys>>,
-    /// Held while fetching, so concurrent requests share one fetch.
-    fetching: tokio::sync::Mutex<()>,
+    /// Held while fetching, so concurrent requests share one fetch; it
+    /// holds when the last fetch was tried and, if it failed, why: no
+    /// fetch is tried again within [`REFETCH_EVERY`] of a failed one, so a
+    /// provider that is down or slow is not asked once per request.
+    fetching: tokio::sync::Mutex<Option<(Instant, Option<String>)>>,
     client: reqwest::Client,
 }
 
@@ -122,7 +125,7 @@ impl Issuer {
         Ok(Issuer {
             config,
             keys: tokio::sync::RwLock::new(None),
-            fetching: tokio::sync::Mutex::new(()),
+            fetching: tokio::sync::Mutex::new(None),
             client,
         })
     }
@@ -150,7 +153,11 @@ impl Issuer {
         loop {
             let candidates = self.keys_for(kid).await?;
             let mut last = match kid {
-                Some(kid) => format!("no key of {} has the id '{kid}'", self.config.issuer),
+                Some(kid) => format!(
+                    "no key of {} has the id '{}'",
+                    self.config.issuer,
+                    kid.chars().take(64).collect::<String>()
+                ),
                 None => format!("no key of {} fits the token", self.config.issuer),
             };
             let mut signature_failed = candidates.is_empty();
@@ -252,11 +259,33 @@ impl Issuer {
     /// Discovery, then the key set; replaces the kept keys.
     async fn fetch(&self) -> Result<(), TokenError> {
         let before = self.keys.read().await.as_ref().map(|k| k.fetched);
-        let _one = self.fetching.lock().await;
+        let mut last = self.fetching.lock().await;
         // Another request fetched while this one waited.
         if self.keys.read().await.as_ref().map(|k| k.fetched) != before {
             return Ok(());
         }
+        let unavailable = |reason: String| TokenError::Unavailable {
+            issuer: self.config.issuer.clone(),
+            reason,
+        };
+        if let Some((at, Some(why))) = last.as_ref() {
+            if at.elapsed() < REFETCH_EVERY {
+                return Err(unavailable(why.clone()));
+            }
+        }
+        let fetched = self.fetch_now().await;
+        *last = Some((
+            Instant::now(),
+            fetched.as_ref().err().map(|e| match e {
+                TokenError::Unavailable { reason, .. } => reason.clone(),
+                other => other.to_string(),
+            }),
+        ));
+        fetched
+    }
+
+    /// Discovery, then the key set, asked now.
+    async fn fetch_now(&self) -> Result<(), TokenError> {
         let unavailable = |reason: String| TokenError::Unavailable {
             issuer: self.config.issuer.clone(),
             reason,
@@ -279,9 +308,22 @@ impl Issuer {
                 discovery.issuer
             )));
         }
-        let set: JwkSet =
+        // Each key read on its own: one of a kind the crate lacks (a curve,
+        // a post-quantum key) must not hide the others.
+        #[derive(Deserialize)]
+        struct Set {
+            keys: Vec<serde_json::Value>,
+        }
+        let listed: Set =
             serde_json::from_slice(&self.get(&discovery.jwks_uri).await.map_err(unavailable)?)
                 .map_err(|e| unavailable(format!("{}: {e}", discovery.jwks_uri)))?;
+        let set = JwkSet {
+            keys: listed
+                .keys
+                .into_iter()
+                .filter_map(|k| serde_json::from_value(k).ok())
+                .collect(),
+        };
         let mut keys = Keys {
             keys: HashMap::new(),
             anonymous: vec![],

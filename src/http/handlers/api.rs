@@ -101,16 +101,10 @@ pub async fn tree(
             ),
         ));
     }
-    let page = state
-        .service
-        .tree_page(&key, params.after.as_deref(), limit)
-        .await?;
-    // A page may hold fewer nodes than asked once the hidden ones are
-    // left out; `next` still says where the following page starts.
+    let page = visible_page(&state, &key, params.after, limit, caller).await?;
     let nodes: Vec<Value> = page
         .nodes
         .iter()
-        .filter(|t| Caller::sees(caller, &t.path))
         .map(|t| match &t.node {
             // The way to what the caller may read, and no more.
             _ if !Caller::reads(caller, &t.path) => json!({"path": t.path, "node_type": "group"}),
@@ -124,6 +118,51 @@ pub async fn tree(
     Ok(Json(
         json!({"path": key.as_str(), "nodes": nodes, "next": page.next}),
     ))
+}
+
+/// A page of the tree of the nodes the caller sees: pages are read on
+/// past hidden ones, so the page holds `limit` nodes unless the walk ends,
+/// and `next` names a node the caller sees (never a hidden one).
+async fn visible_page(
+    state: &AppState,
+    key: &StoreKey,
+    after: Option<String>,
+    limit: usize,
+    caller: Option<&Caller>,
+) -> ApiResult<crate::service::TreePage> {
+    if !Caller::filters(caller, key.as_str()) {
+        return Ok(state
+            .service
+            .tree_page(key, after.as_deref(), limit)
+            .await?);
+    }
+    let mut shown = Vec::new();
+    let mut after = after;
+    loop {
+        let page = state
+            .service
+            .tree_page(key, after.as_deref(), limit)
+            .await?;
+        let mut nodes = page.nodes.into_iter();
+        for node in nodes.by_ref() {
+            if Caller::sees(caller, &node.path) {
+                shown.push(node);
+                if shown.len() == limit {
+                    break;
+                }
+            }
+        }
+        let more = nodes.next().is_some() || page.next.is_some();
+        if shown.len() == limit || !more {
+            let next = if more {
+                shown.last().map(|n| n.path.clone())
+            } else {
+                None
+            };
+            return Ok(crate::service::TreePage { nodes: shown, next });
+        }
+        after = page.next;
+    }
 }
 
 /// `GET /api/v1/meta`: the root node.
@@ -212,7 +251,7 @@ pub async fn meta(
                 out.insert("dimensions".into(), json!(dims));
                 // Coordinates are the parent group's members: described
                 // only to callers that may read it.
-                if Caller::reads(caller.as_deref(), parent.as_str()) {
+                if Caller::reads_whole(caller.as_deref(), parent.as_str()) {
                     if let Some(view) = state.service.dataset(&parent).await? {
                         let (coords, shares) = coordinates_of(&view, key.name(), &dims);
                         out.insert("coordinates".into(), coords);
@@ -232,7 +271,7 @@ pub async fn meta(
             // that may read it (a token limited to this level may not).
             let may_read_parent = key
                 .parent()
-                .is_some_and(|parent| Caller::reads(caller.as_deref(), parent.as_str()));
+                .is_some_and(|parent| Caller::reads_whole(caller.as_deref(), parent.as_str()));
             // Whether it is a map is read from the coordinates beside it.
             if may_read_parent {
                 out.insert("map".into(), super::maps::map_json(&state, &key).await);

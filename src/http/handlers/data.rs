@@ -227,11 +227,12 @@ pub async fn data_post(
     .await
 }
 
-/// Whether the caller may read the group of the array at `path`, where
-/// its coordinates are (a token limited to the array may not).
+/// Whether the caller may read all of the group of the array at `path`,
+/// where its coordinates are (a token limited to the array may not, nor a
+/// caller denied one of the group's arrays: it may be a coordinate).
 pub fn may_read_group(path: &str, caller: Option<axum::Extension<Caller>>) -> bool {
     let parent = node_path(path).ok().and_then(|k| k.parent());
-    parent.is_some_and(|parent| Caller::reads(caller.as_deref(), parent.as_str()))
+    parent.is_some_and(|parent| Caller::reads_whole(caller.as_deref(), parent.as_str()))
 }
 
 /// A `select=` parameter, with parse errors as 400s.

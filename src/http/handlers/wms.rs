@@ -302,12 +302,13 @@ fn layer_xml(layer: &MapLayer, base: &str) -> String {
     out + "</Layer>"
 }
 
-/// A layer the caller may not read, with the group that places it, is
-/// no layer of theirs: answered as a layer that is not there.
+/// A layer the caller may not read, with all of the group whose
+/// coordinates place it, is no layer of theirs: answered as a layer that
+/// is not there.
 fn readable(name: &str, caller: Option<&Caller>) -> Result<(), WmsError> {
     let path = name.trim_matches('/');
     let group = path.rsplit_once('/').map_or("", |(g, _)| g);
-    if Caller::reads(caller, path) && Caller::reads(caller, group) {
+    if Caller::reads(caller, path) && Caller::reads_whole(caller, group) {
         return Ok(());
     }
     Err(WmsError::new(
