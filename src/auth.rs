@@ -14,6 +14,7 @@
 //! route.
 
 pub mod fair;
+pub mod keys;
 pub mod oidc;
 pub mod policy;
 pub mod sigv4;
@@ -28,7 +29,7 @@ use subtle::ConstantTimeEq;
 pub use policy::{Entry, Policy, Rights, RuleConfig, Who};
 
 /// What a request needs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Scope {
     Read,
@@ -129,6 +130,8 @@ pub struct Identity {
     pub rights: Arc<Rights>,
     /// The rates `[[fair_use]]` holds the caller to; `None`: no limit.
     pub rate: Option<fair::Rate>,
+    /// A user's groups (what an API key they mint keeps).
+    pub groups: Vec<String>,
 }
 
 /// The configured callers and what anonymous ones may do.
@@ -301,6 +304,7 @@ impl Auth {
             name: None,
             rights: self.anonymous.clone(),
             rate: self.fair.rate(&Who::default()),
+            groups: vec![],
         }
     }
 
@@ -329,6 +333,7 @@ impl Auth {
                             name: verified.who.user.as_ref().map(|u| format!("user:{u}")),
                             rights: Arc::new(self.policy.rights(&verified.who)),
                             rate: self.fair.rate(&verified.who),
+                            groups: verified.who.groups.clone(),
                         }),
                         Err(oidc::TokenError::Unavailable { issuer, reason }) => {
                             Err(Denied::Unavailable(format!(
@@ -351,6 +356,37 @@ impl Auth {
         let token =
             found.ok_or_else(|| Denied::Unauthenticated("the bearer token is not valid".into()))?;
         Ok(token.identity())
+    }
+
+    /// The identity an API key gives: its owner's rights now (a static
+    /// token's, or the policy's for the user and the groups kept in the
+    /// key), limited as the key says. `None` when its owner is no more (a
+    /// token taken out of the configuration).
+    pub fn key_identity(&self, key: &keys::KeyRecord) -> Option<Identity> {
+        let (rights, who) = match key.owner.split_once(':') {
+            Some(("token", name)) => {
+                let token = self.tokens.iter().find(|t| t.name == name)?;
+                let who = Who {
+                    user: Some(name.to_string()),
+                    groups: vec![],
+                };
+                (token.rights.clone(), who)
+            }
+            Some(("user", sub)) => {
+                let who = Who {
+                    user: Some(sub.to_string()),
+                    groups: key.groups.clone(),
+                };
+                (Arc::new(self.policy.rights(&who)), who)
+            }
+            _ => return None,
+        };
+        Some(Identity {
+            name: Some(format!("key:{}", key.id)),
+            rights: Arc::new(rights.limited(key.grant, &key.prefixes)),
+            rate: self.fair.rate(&who),
+            groups: vec![],
+        })
     }
 
     /// Who signed an S3 request (SigV4), at time `now`: the signature must
@@ -399,6 +435,8 @@ impl Auth {
             (None, _) => rights.has(scope),
             (Some(p), Reach::Lists) if scope == Scope::Read => rights.sees(p),
             (Some(p), Reach::Whole) if scope == Scope::Read => rights.reads_all_below(p),
+            // What needs admin deletes or replaces what is below the path.
+            (Some(p), _) if scope == Scope::Admin => rights.may_all_below(scope, p),
             (Some(p), _) => rights.may(scope, p),
         };
         if allowed {
@@ -431,6 +469,7 @@ impl Token {
             name: Some(format!("token:{}", self.name)),
             rights: self.rights.clone(),
             rate: self.rate,
+            groups: vec![],
         }
     }
 }

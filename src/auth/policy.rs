@@ -97,20 +97,49 @@ pub fn at_or_below(path: &str, prefix: &str) -> bool {
             && path.as_bytes()[prefix.len()] == b'/')
 }
 
-/// What one caller may do: the rules that apply to them.
+/// What one caller may do: the rules that apply to them, and for an API
+/// key, the scope and prefixes it is limited to within them.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Rights {
     entries: Vec<Entry>,
+    limit: Option<(Scope, Vec<String>)>,
 }
 
 impl Rights {
     pub fn new(entries: Vec<Entry>) -> Rights {
-        Rights { entries }
+        Rights {
+            entries,
+            limit: None,
+        }
+    }
+
+    /// These rights, no more than `scope` and only at or below `prefixes`.
+    pub fn limited(&self, scope: Scope, prefixes: &[String]) -> Rights {
+        Rights {
+            entries: self.entries.clone(),
+            limit: Some((
+                scope,
+                prefixes
+                    .iter()
+                    .map(|p| p.trim_matches('/').to_string())
+                    .collect(),
+            )),
+        }
+    }
+
+    /// Whether the limit lets `path` through (`None`: no limit).
+    fn inside(&self, path: &str) -> bool {
+        self.limit
+            .as_ref()
+            .is_none_or(|(_, prefixes)| prefixes.iter().any(|p| at_or_below(path, p)))
     }
 
     /// Whether the caller may do `scope` on `path` (a node or a key).
     pub fn may(&self, scope: Scope, path: &str) -> bool {
         let path = path.trim_matches('/');
+        if self.limit.as_ref().is_some_and(|(top, _)| scope > *top) || !self.inside(path) {
+            return false;
+        }
         let mut best: Option<&Entry> = None;
         for e in &self.entries {
             if !e.speaks_of(scope) || !at_or_below(path, &e.path) {
@@ -125,23 +154,44 @@ impl Rights {
         best.is_some_and(|e| !e.deny)
     }
 
+    /// Whether the caller may do `scope` on `path` and on everything below
+    /// it: what replacing or deleting a node needs, since all below goes
+    /// with it (a node denied to the caller below is not theirs to remove).
+    pub fn may_all_below(&self, scope: Scope, path: &str) -> bool {
+        let path = path.trim_matches('/');
+        self.may(scope, path)
+            && !self.entries.iter().any(|e| {
+                e.deny
+                    && e.scope <= scope
+                    && e.path.len() > path.len()
+                    && at_or_below(&e.path, path)
+            })
+    }
+
     /// Whether the caller may do `scope` somewhere (routes about the
     /// server, not a store path).
     pub fn has(&self, scope: Scope) -> bool {
-        self.entries.iter().any(|e| !e.deny && e.scope >= scope)
+        self.limit.as_ref().is_none_or(|(top, _)| scope <= *top)
+            && self.entries.iter().any(|e| !e.deny && e.scope >= scope)
     }
 
     /// Whether `path` shows in listings: the caller may read it, or
     /// something below it (its name is the way there).
     pub fn sees(&self, path: &str) -> bool {
         let path = path.trim_matches('/');
-        self.may(Scope::Read, path)
-            || self.entries.iter().any(|e| {
-                !e.deny
-                    && e.path.len() > path.len()
-                    && at_or_below(&e.path, path)
-                    && self.may(Scope::Read, &e.path)
-            })
+        // Paths below `path` a grant or the limit begins at.
+        let below = |p: &str| p.len() > path.len() && at_or_below(p, path);
+        let mut starts = self
+            .entries
+            .iter()
+            .filter(|e| !e.deny)
+            .map(|e| e.path.as_str())
+            .chain(
+                self.limit
+                    .iter()
+                    .flat_map(|(_, ps)| ps.iter().map(String::as_str)),
+            );
+        self.may(Scope::Read, path) || starts.any(|p| below(p) && self.may(Scope::Read, p))
     }
 
     /// Whether the caller may read everything at and below `path`, so a
@@ -149,6 +199,7 @@ impl Rights {
     pub fn reads_all_below(&self, path: &str) -> bool {
         let path = path.trim_matches('/');
         self.may(Scope::Read, path)
+            && self.inside(path)
             && !self
                 .entries
                 .iter()
@@ -318,6 +369,11 @@ mod tests {
         assert!(!u.may(Scope::Read, "a/b/x"));
         assert!(u.may(Scope::Read, "a/c/x") && !u.may(Scope::Write, "a/c/x"));
         assert_eq!(u.writes_from("a/x/y").as_deref(), Some("a"));
+        assert!(u.may_all_below(Scope::Write, "a/x"));
+        assert!(
+            !u.may_all_below(Scope::Write, "a"),
+            "a/b and a/c below are denied"
+        );
         assert_eq!(u.writes_from("b").as_deref(), None);
     }
 

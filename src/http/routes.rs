@@ -11,8 +11,8 @@ use axum::routing::MethodRouter;
 use percent_encoding::percent_decode_str;
 
 use super::handlers::{
-    api, data, dav, edr, opendap, preview, probes, raw, s3, statistics, tiles, versions, viewer,
-    watch, wms, write,
+    api, data, dav, edr, keys, opendap, preview, probes, raw, s3, statistics, tiles, versions,
+    viewer, watch, wms, write,
 };
 use super::state::AppState;
 use crate::auth::{Reach, Scope};
@@ -205,6 +205,17 @@ pub static ROUTES: &[Route] = &[
         path: "/api/v1/versions/{path}",
         methods: &[op!(get, READ, versions::versions)],
         resource: Resource::Param,
+    },
+    // A caller's own API keys: about them, not about the store's paths.
+    Route {
+        path: "/api/v1/keys",
+        methods: &[op!(get, READ, keys::list), op!(post, READ, keys::mint)],
+        resource: Resource::Server,
+    },
+    Route {
+        path: "/api/v1/keys/{id}",
+        methods: &[op!(delete, READ, keys::revoke)],
+        resource: Resource::Server,
     },
     Route {
         path: "/api/v1/watch",

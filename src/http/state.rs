@@ -25,6 +25,8 @@ pub struct Shared {
     pub auth: Arc<Auth>,
     /// Callers' fair-use buckets.
     pub fair: Arc<crate::auth::fair::Buckets>,
+    /// API keys' records, on the store.
+    pub keys: Arc<crate::service::keys::Keys>,
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Permits for requests in flight (`--max-concurrency`).
     pub in_flight: Arc<crate::http::middleware::limits::InFlight>,
@@ -78,6 +80,7 @@ impl AppState {
         )
         .unwrap_or_default();
         let cache_control = crate::http::output::cache_control::CachePolicies::new(&config);
+        let keys = Arc::new(crate::service::keys::Keys::new(store.clone()));
         AppState(Arc::new(Shared {
             store,
             service: Arc::new(service),
@@ -87,6 +90,7 @@ impl AppState {
             config: Arc::new(config),
             auth: Arc::new(auth),
             fair: Arc::default(),
+            keys,
             metrics: Arc::default(),
             in_flight,
             previews,

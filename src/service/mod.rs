@@ -14,6 +14,7 @@ mod consolidated;
 mod dataset;
 mod error;
 mod events;
+pub mod keys;
 mod listing;
 mod maps;
 mod ome;

@@ -11,6 +11,7 @@ mod key;
 mod list;
 mod pages;
 mod read_only;
+mod records;
 mod references;
 pub mod source;
 mod transaction;

@@ -348,3 +348,31 @@ def test_watchers_hear_only_of_changes_they_may_read(server, provider):
     paths = {h["path"] for h in heard}
     assert {"lab/shared", "public/temps"} <= paths, heard
     assert "lab/obs" not in paths, heard
+
+
+def test_api_keys_work_on_every_replica_and_stop_when_revoked(store, provider, tmp_path):
+    """A key minted on one replica works on another serving the same store,
+    and stops there within the documented 10 s of its revocation."""
+    config = tmp_path / "zarrd.toml"
+    config.write_text(POLICY.format(issuer=provider, client=CLIENT, admin=ADMIN))
+    replicas = [start_zarrd(str(store), "--config", str(config)) for _ in range(2)]
+    try:
+        (a, _), (b, _) = replicas
+        ana = sign_in(provider, "ana")
+        minted = requests.post(f"{a}/api/v1/keys", json={"name": "notebook", "prefixes": ["lab/obs"]},
+                               headers=bearer(ana))
+        assert minted.status_code == 201, minted.text
+        key = minted.json()["key"]
+        arr = zarr.open_array(f"{b}/zarr/lab/obs", mode="r", storage_options={"headers": bearer(key)})
+        assert arr.shape == (4, 4)
+        assert get(f"{b}/zarr/lab/shared/zarr.json", key).status_code == 404, "outside the key's prefix"
+        assert requests.delete(f"{a}/api/v1/keys/{minted.json()['id']}", headers=bearer(ana)).status_code == 204
+        assert get(f"{a}/zarr/lab/obs/zarr.json", key).status_code == 401, "at once where it was revoked"
+        deadline = time.time() + 12
+        while get(f"{b}/zarr/lab/obs/zarr.json", key).status_code == 200:
+            assert time.time() < deadline, "still accepted past the documented 10 s"
+            time.sleep(0.5)
+        assert get(f"{b}/zarr/lab/obs/zarr.json", key).status_code == 401
+    finally:
+        for _, proc in replicas:
+            stop(proc)

@@ -115,6 +115,47 @@ async fn hidden_nodes_are_404_on_every_route_and_absent_from_every_listing() {
         paths.contains(&"climate/t2m") && !paths.iter().any(|p| p.starts_with(hidden)),
         "{paths:?}"
     );
+    // Paged one node at a time, the cursor never names a hidden node and
+    // every page but the last holds one.
+    let mut after: Option<String> = None;
+    let mut paged = vec![];
+    loop {
+        let cursor = after
+            .as_ref()
+            .map_or(String::new(), |a| format!("&after={a}"));
+        let page = app
+            .get_as("climate", &format!("/api/v1/tree?limit=1{cursor}"))
+            .await
+            .json();
+        let nodes = page["nodes"].as_array().unwrap();
+        paged.extend(
+            nodes
+                .iter()
+                .map(|n| n["path"].as_str().unwrap().to_string()),
+        );
+        match page["next"].as_str() {
+            Some(next) => {
+                assert!(!next.starts_with(hidden), "the cursor names {next}");
+                assert_eq!(nodes.len(), 1);
+                after = Some(next.to_string());
+            }
+            None => break,
+        }
+    }
+    assert_eq!(paged, paths, "pages of one hold the same nodes");
+    // A hidden key is answered as a missing one is, word for word.
+    let hidden_key = app.get_as("climate", "/zarr/groups/zarr.json").await;
+    let missing_key = app
+        .get_as("climate", "/zarr/climate/nothing/zarr.json")
+        .await;
+    assert_eq!(
+        hidden_key.json()["error"]["message"],
+        serde_json::json!("no value at key 'groups/zarr.json'")
+    );
+    assert_eq!(
+        missing_key.json()["error"]["message"],
+        serde_json::json!("no value at key 'climate/nothing/zarr.json'")
+    );
 }
 
 fn rule(path: &str, grant: Scope, to: &str, deny: bool) -> RuleConfig {
@@ -175,6 +216,67 @@ async fn anonymous_callers_get_what_the_policy_grants_them() {
         .await;
     assert_eq!(written.status, 401, "nobody granted anonymous writes");
     assert_eq!(app.get("/edr/collections/climate").await.status, 401);
+}
+
+#[tokio::test]
+async fn what_deletes_below_a_path_needs_every_node_below_it() {
+    let app = TestApp::demo(Config {
+        identities: Identities {
+            policy: vec![
+                rule("", Scope::Admin, "anonymous", false),
+                rule("climate/lat", Scope::Read, "anonymous", true),
+            ],
+            ..Default::default()
+        },
+        ..demo_config()
+    })
+    .await;
+    for (method, uri) in [
+        (Method::DELETE, "/api/v1/meta/climate"),
+        (Method::PUT, "/api/v1/meta/climate?overwrite=true"),
+        (Method::DELETE, "/zarr/climate/zarr.json"),
+    ] {
+        let answer = app
+            .request(
+                method.clone(),
+                uri,
+                &[],
+                Body::from(r#"{"node_type":"group"}"#),
+            )
+            .await;
+        assert!(
+            !answer.status.is_success(),
+            "{method} {uri}: {}",
+            answer.status
+        );
+    }
+    assert_eq!(app.get("/zarr/climate/t2m/zarr.json").await.status, 200);
+    // An array beside a hidden one is read without the group's
+    // coordinates: the hidden array is one of them.
+    let csv = app
+        .get("/api/v1/data/climate/t2m?select=0,0:2,0:2&format=csv")
+        .await;
+    assert_eq!(csv.status, 200);
+    // Rows are labelled by index (0, 1), not by the hidden latitudes.
+    let text = String::from_utf8_lossy(&csv.body).into_owned();
+    let firsts: std::collections::BTreeSet<&str> = text
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split(',').next())
+        .collect();
+    assert_eq!(firsts, ["0", "1"].into(), "{text}");
+    assert_eq!(
+        app.request(
+            Method::DELETE,
+            "/api/v1/meta/climate/t2m",
+            &[],
+            Body::empty()
+        )
+        .await
+        .status,
+        204,
+        "nothing is denied below climate/t2m"
+    );
 }
 
 fn share(to: &str) -> FairUseConfig {
@@ -249,4 +351,141 @@ async fn a_bulk_downloader_is_held_to_its_share_and_a_viewer_within_it_is_not() 
         metrics.contains("zarrd_fair_use_refused_total"),
         "{metrics}"
     );
+}
+
+#[tokio::test]
+async fn api_keys_are_minted_within_their_owners_rights_listed_and_revoked() {
+    const OWNER: &str = "climate-token-0123456789";
+    let app = TestApp::demo(Config {
+        tokens: vec![zarrd::auth::TokenConfig {
+            name: Some("climate".into()),
+            token: Some(OWNER.into()),
+            token_sha256: None,
+            scopes: vec![Scope::Write],
+            prefixes: vec!["climate".into()],
+            access_key_id: None,
+        }],
+        allow_anonymous_reads: Some(false),
+        ..demo_config()
+    })
+    .await;
+    let owner = format!("Bearer {OWNER}");
+    let as_owner = [("authorization", owner.as_str())];
+    let minted = app
+        .request(
+            Method::POST,
+            "/api/v1/keys",
+            &as_owner,
+            Body::from(
+                r#"{"name": "t2m reader", "prefixes": ["climate/t2m"], "expires_in": 3600}"#,
+            ),
+        )
+        .await;
+    assert_eq!(
+        minted.status,
+        201,
+        "{:?}",
+        String::from_utf8_lossy(&minted.body)
+    );
+    let minted = minted.json();
+    let key = minted["key"].as_str().unwrap().to_string();
+    let id = minted["id"].as_str().unwrap().to_string();
+    assert!(key.starts_with("zk_"));
+    let bearer = format!("Bearer {key}");
+    let as_key = [("authorization", bearer.as_str())];
+    let get = |uri: &'static str| app.request(Method::GET, uri, &as_key, Body::empty());
+    assert_eq!(get("/zarr/climate/t2m/zarr.json").await.status, 200);
+    assert_eq!(
+        get("/zarr/climate/lat/zarr.json").await.status,
+        404,
+        "outside the key's prefix"
+    );
+    let listing = get("/zarr/climate/").await;
+    let text = String::from_utf8_lossy(&listing.body).into_owned();
+    assert!(text.contains("t2m") && !text.contains("lat"), "{text}");
+    let write = app
+        .request(
+            Method::PUT,
+            "/zarr/climate/t2m/zarr.json",
+            &as_key,
+            Body::from("{}"),
+        )
+        .await;
+    assert_eq!(
+        write.status, 403,
+        "a read key writes nothing its owner could"
+    );
+    // A key gives no more than its owner has, and cannot mint keys.
+    let wider = app
+        .request(
+            Method::POST,
+            "/api/v1/keys",
+            &as_owner,
+            Body::from(r#"{"name": "x", "grant": "admin"}"#),
+        )
+        .await;
+    assert_eq!(wider.status, 403);
+    let by_key = app
+        .request(
+            Method::POST,
+            "/api/v1/keys",
+            &as_key,
+            Body::from(r#"{"name": "x"}"#),
+        )
+        .await;
+    assert_eq!(by_key.status, 403);
+    for bad in [
+        r#"{"name": ""}"#,
+        r#"{"name": "x", "expires_in": 0}"#,
+        r#"{"nam": "x"}"#,
+        "[]",
+    ] {
+        let answer = app
+            .request(Method::POST, "/api/v1/keys", &as_owner, Body::from(bad))
+            .await;
+        assert_eq!(answer.status, 400, "{bad}");
+    }
+    let anonymous = app
+        .request(
+            Method::POST,
+            "/api/v1/keys",
+            &[],
+            Body::from(r#"{"name": "x"}"#),
+        )
+        .await;
+    assert_eq!(anonymous.status, 401);
+    // Listed without the secret, and revoked at once.
+    let listed = app
+        .request(Method::GET, "/api/v1/keys", &as_owner, Body::empty())
+        .await;
+    let listed_text = String::from_utf8_lossy(&listed.body).into_owned();
+    assert!(
+        listed_text.contains(&id) && !listed_text.contains(&key[20..]),
+        "{listed_text}"
+    );
+    assert!(!listed_text.contains("digest"));
+    let revoked = app
+        .request(
+            Method::DELETE,
+            &format!("/api/v1/keys/{id}"),
+            &as_owner,
+            Body::empty(),
+        )
+        .await;
+    assert_eq!(revoked.status, 204);
+    assert_eq!(get("/zarr/climate/t2m/zarr.json").await.status, 401);
+    let forged = format!("Bearer zk_{id}_{}", "0".repeat(64));
+    let answer = app
+        .request(
+            Method::GET,
+            "/zarr/climate/t2m/zarr.json",
+            &[("authorization", forged.as_str())],
+            Body::empty(),
+        )
+        .await;
+    assert_eq!(answer.status, 401);
+    // The record is on the store, out of every route's reach.
+    let reserved = app.get_as("climate", "/zarr/__zarrd/keys/").await;
+    assert!([400, 404].contains(&reserved.status.as_u16()));
+    assert!(!String::from_utf8_lossy(&reserved.body).contains(&id));
 }

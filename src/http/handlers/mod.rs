@@ -7,6 +7,7 @@ pub mod dav;
 pub mod edr;
 pub mod fallback;
 pub mod hidden;
+pub mod keys;
 pub mod listing;
 pub mod maps;
 pub mod opendap;

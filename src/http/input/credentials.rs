@@ -21,6 +21,8 @@ pub struct Caller {
     /// (their name, or for anonymous callers their address).
     pub rate: Option<crate::auth::fair::Rate>,
     pub bucket: Option<String>,
+    /// A user's groups (kept in the API keys they mint).
+    pub groups: Vec<String>,
 }
 
 /// The address a request's connection comes from.
@@ -37,6 +39,12 @@ impl Caller {
     /// Whether `path` shows in a listing for the caller.
     pub fn sees(caller: Option<&Caller>, path: &str) -> bool {
         caller.is_none_or(|c| c.rights.sees(path))
+    }
+
+    /// Whether the caller may read all of the group at `path`: what an
+    /// array's coordinates (its group's other arrays) are read from.
+    pub fn reads_whole(caller: Option<&Caller>, path: &str) -> bool {
+        caller.is_none_or(|c| c.rights.reads_all_below(path))
     }
 
     /// Whether a listing at `path` needs filtering for the caller.

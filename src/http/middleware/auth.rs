@@ -84,25 +84,34 @@ where
                 .headers()
                 .get(header::AUTHORIZATION)
                 .and_then(|v| v.to_str().ok());
-            state.auth.identify(authorization).await
+            match authorization.and_then(api_key) {
+                Some(key) => key_identity(state, key, authorization).await,
+                None => state.auth.identify(authorization).await,
+            }
         }
     };
     let who = match identity {
         Ok(who) => who,
         Err(denied) => {
-            let response = refusal(denied, resource.as_deref());
+            let response = refusal(denied, resource.as_deref(), path);
             audit::refused(&request, None, response.status());
             return response;
         }
     };
-    if let Err(denied) = state.auth.judge(&who, needed, resource.as_deref(), reach) {
-        let response = refusal(denied, resource.as_deref());
+    // Deleting or replacing a node's document removes the node: judged on
+    // the node and all below it.
+    let judged = match (needed, resource.as_deref()) {
+        (Scope::Admin, Some(p)) => Some(node_of_document(p)),
+        (_, p) => p,
+    };
+    if let Err(denied) = state.auth.judge(&who, needed, judged, reach) {
+        let response = refusal(denied, resource.as_deref(), path);
         audit::refused(&request, who.name.as_deref(), response.status());
         return response;
     }
     let rights = &who.rights;
     let admin = match resource.as_deref() {
-        Some(p) => rights.may(Scope::Admin, p),
+        Some(p) => rights.may_all_below(Scope::Admin, node_of_document(p)),
         None => rights.has(Scope::Admin),
     };
     // Where groups a create makes may begin: nowhere above what the caller may write.
@@ -126,6 +135,7 @@ where
         rights: who.rights.clone(),
         rate: who.rate,
         bucket,
+        groups: who.groups.clone(),
     });
     if needed == Scope::Read {
         return next(request).await;
@@ -136,8 +146,52 @@ where
     response
 }
 
+/// The node a document key describes (`a/b/zarr.json` is `a/b`); any
+/// other path as it is.
+fn node_of_document(path: &str) -> &str {
+    match path.rsplit_once('/') {
+        Some((node, name)) if NODE_DOCUMENTS.contains(&name) || name == ".zmetadata" => node,
+        None if NODE_DOCUMENTS.contains(&path) || path == ".zmetadata" => "",
+        _ => path,
+    }
+}
+
+/// The API key in an `Authorization` header, if it holds one.
+fn api_key(authorization: &str) -> Option<crate::auth::keys::Presented<'_>> {
+    let token = authorization
+        .strip_prefix("Bearer ")
+        .or_else(|| authorization.strip_prefix("bearer "))?;
+    crate::auth::keys::presented(token.trim())
+}
+
+/// Who an API key stands for, from its record on the store.
+async fn key_identity(
+    state: &AppState,
+    key: crate::auth::keys::Presented<'_>,
+    authorization: Option<&str>,
+) -> Result<crate::auth::Identity, Denied> {
+    let invalid = || Denied::Unauthenticated("the API key is not valid".into());
+    let record = match state.keys.get(key.id).await {
+        Ok(Some(bytes)) => {
+            serde_json::from_slice::<crate::auth::keys::KeyRecord>(&bytes).map_err(|_| invalid())?
+        }
+        // No such key: perhaps a static token that looks like one.
+        Ok(None) => return state.auth.identify(authorization).await,
+        Err(e) => {
+            return Err(Denied::Unavailable(format!(
+                "API keys could not be read from the store: {e}"
+            )))
+        }
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    record.admits(&key, now).map_err(Denied::Unauthenticated)?;
+    state.auth.key_identity(&record).ok_or_else(invalid)
+}
+
 /// The answer to a refused request.
-fn refusal(denied: Denied, resource: Option<&str>) -> Response {
+fn refusal(denied: Denied, resource: Option<&str>, request_path: &str) -> Response {
     match denied {
         Denied::Unauthenticated(message) => {
             let mut response =
@@ -151,13 +205,17 @@ fn refusal(denied: Denied, resource: Option<&str>) -> Response {
         Denied::Forbidden(message) => {
             ApiError::new(StatusCode::FORBIDDEN, "forbidden", message).into_response()
         }
-        // As a key that is not stored is answered.
-        Denied::Hidden => ApiError::from(crate::service::ServiceError::from(
-            crate::store::StoreError::NotFound {
-                key: resource.unwrap_or("").to_string(),
-            },
-        ))
-        .into_response(),
+        // As the route answers what is not there.
+        Denied::Hidden => {
+            let key = resource.unwrap_or("");
+            let raw = request_path.starts_with("/zarr/") || request_path.starts_with("/s3/");
+            let message = match (raw, request_path.ends_with('/')) {
+                (true, true) => format!("nothing is stored under '{key}/'"),
+                (true, false) => format!("no value at key '{key}'"),
+                (false, _) => format!("no array or group at '{key}'"),
+            };
+            ApiError::not_found(message).into_response()
+        }
         Denied::Signature { code, message } => {
             ApiError::new(StatusCode::FORBIDDEN, code, message).into_response()
         }
