@@ -12,5 +12,6 @@ pub mod metrics;
 pub mod npy;
 pub mod per_thread;
 pub mod service;
+pub mod size;
 pub mod store;
 pub mod zarr;

@@ -50,7 +50,7 @@ impl<'de> Deserialize<'de> for Size {
         }
         match Raw::deserialize(d)? {
             Raw::Number(n) => Ok(Size(n)),
-            Raw::Text(t) => crate::config::parse_size(&t)
+            Raw::Text(t) => crate::size::parse_size(&t)
                 .map(Size)
                 .map_err(serde::de::Error::custom),
         }
@@ -82,19 +82,7 @@ impl FairUse {
                     index: i + 1,
                     reason,
                 };
-                if t.to.is_empty() {
-                    return Err(bad("`to` names no one".into()));
-                }
-                let to =
-                    t.to.iter()
-                        .map(|p| {
-                            Principal::parse(p).ok_or_else(|| {
-                                bad(format!(
-                                    "'{p}' is not user:SUB, group:NAME, authenticated or anonymous"
-                                ))
-                            })
-                        })
-                        .collect::<Result<Vec<_>, _>>()?;
+                let to = Principal::list(&t.to).map_err(bad)?;
                 let positive = |v: f64, name: &str| {
                     if v.is_finite() && v > 0.0 {
                         Ok(v)

@@ -48,7 +48,22 @@ impl Principal {
         }
     }
 
-    pub(crate) fn parse(s: &str) -> Option<Principal> {
+    /// A table's `to`: at least one name, each of a known form.
+    pub(crate) fn list(names: &[String]) -> Result<Vec<Principal>, String> {
+        if names.is_empty() {
+            return Err("`to` names no one".into());
+        }
+        names
+            .iter()
+            .map(|p| {
+                Principal::parse(p).ok_or_else(|| {
+                    format!("'{p}' is not user:SUB, group:NAME, authenticated or anonymous")
+                })
+            })
+            .collect()
+    }
+
+    fn parse(s: &str) -> Option<Principal> {
         match s {
             "authenticated" => Some(Principal::Authenticated),
             "anonymous" => Some(Principal::Anonymous),
@@ -252,19 +267,7 @@ impl Policy {
                     index: i + 1,
                     reason,
                 };
-                if r.to.is_empty() {
-                    return Err(bad("`to` names no one".into()));
-                }
-                let to =
-                    r.to.iter()
-                        .map(|p| {
-                            Principal::parse(p).ok_or_else(|| {
-                                bad(format!(
-                                    "'{p}' is not user:SUB, group:NAME, authenticated or anonymous"
-                                ))
-                            })
-                        })
-                        .collect::<Result<Vec<_>, _>>()?;
+                let to = Principal::list(&r.to).map_err(bad)?;
                 let path = r.path.trim_matches('/');
                 if path.split('/').any(|s| s == ".." || s == ".") || path.contains("//") {
                     return Err(bad(format!("path '{}' is not a store path", r.path)));

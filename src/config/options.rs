@@ -2,6 +2,7 @@
 //! `ZARRD_*` variable, file key, default and doc. `Config::resolve` is the
 //! one step that merges and checks them.
 
+pub use crate::size::parse_size;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -296,29 +297,4 @@ pub(super) mod file {
             .map(Some)
             .map_err(|e| D::Error::custom(format!("'{text}': {e}")))
     }
-}
-
-/// Parse `512MiB`, `2GB`, `1048576`.
-pub fn parse_size(s: &str) -> Result<u64, String> {
-    let s = s.trim();
-    let digits_end = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(digits_end);
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("'{s}' is not a size like 512MiB"))?;
-    let scale: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" => 1000,
-        "kib" => 1 << 10,
-        "m" | "mb" => 1_000_000,
-        "mib" => 1 << 20,
-        "g" | "gb" => 1_000_000_000,
-        "gib" => 1 << 30,
-        "t" | "tb" => 1_000_000_000_000,
-        "tib" => 1 << 40,
-        other => return Err(format!("unknown size unit '{other}' in '{s}'")),
-    };
-    Ok((value * scale as f64) as u64)
 }

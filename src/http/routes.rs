@@ -48,6 +48,9 @@ pub enum Resource {
     /// The group an EDR collection path names: `{path}` without its query
     /// type (`climate/position` is about `climate`).
     Collection,
+    /// The caller's own things (their API keys): no store path; a
+    /// parameter names one of them.
+    Caller,
     /// The viewer's page and files: the same bytes whatever the path names,
     /// no store data in them (the page reads data through the API, with the
     /// caller's token).
@@ -210,12 +213,12 @@ pub static ROUTES: &[Route] = &[
     Route {
         path: "/api/v1/keys",
         methods: &[op!(get, READ, keys::list), op!(post, READ, keys::mint)],
-        resource: Resource::Server,
+        resource: Resource::Caller,
     },
     Route {
         path: "/api/v1/keys/{id}",
         methods: &[op!(delete, READ, keys::revoke)],
-        resource: Resource::Server,
+        resource: Resource::Caller,
     },
     Route {
         path: "/api/v1/watch",
@@ -416,7 +419,7 @@ impl Route {
             Some(percent_decode_str(rest).decode_utf8_lossy().into_owned())
         };
         match self.resource {
-            Resource::Server | Resource::Page => None,
+            Resource::Server | Resource::Page | Resource::Caller => None,
             Resource::Root => Some(String::new()),
             Resource::Param => Some(param()?.trim_matches('/').to_string()),
             Resource::Dap => Some(opendap::node_of(&param()?).trim_matches('/').to_string()),

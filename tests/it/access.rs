@@ -45,7 +45,10 @@ async fn hidden_nodes_are_404_on_every_route_and_absent_from_every_listing() {
     for route in ROUTES {
         for op in route.methods {
             if op.access == Access::Public
-                || matches!(route.resource, Resource::Page | Resource::Server)
+                || matches!(
+                    route.resource,
+                    Resource::Page | Resource::Server | Resource::Caller
+                )
                 // The root's change stream never ends (test_oidc.py hears it).
                 || route.path == "/api/v1/watch"
             {

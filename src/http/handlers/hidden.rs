@@ -43,7 +43,7 @@ pub async fn document(
 ) -> ApiResult<Response> {
     let value = match state.service.get_value(key, None).await? {
         Got::Value(v) => v,
-        _ => return Err(super::raw::missing(key)),
+        _ => return Err(ApiError::not_found(format!("no value at key '{key}'"))),
     };
     let limit = state.config.json_limit;
     let bytes = match value.body {
@@ -74,7 +74,7 @@ pub async fn document(
         .get(header::RANGE)
         .and_then(|v| v.to_str().ok())
         .and_then(range::parse)
-        .map(|r| super::raw::coalesce(&r, size));
+        .map(|r| range::coalesce(&r, size));
     let (status, span) = match ranges.as_deref() {
         Some([one]) => (StatusCode::PARTIAL_CONTENT, one.clone()),
         Some([]) => {

@@ -449,23 +449,6 @@ const MAX_PARTS: usize = 64;
 /// Bytes read from the store at a time while a multipart body streams.
 const PART_PIECE: u64 = 4 << 20;
 
-/// Resolve ranges against the value's length, sorted, with overlapping and
-/// adjacent ones merged: the parts never hold a byte twice, so the answer
-/// is never larger than the value (plus part headers).
-pub(super) fn coalesce(ranges: &[ByteRange], size: u64) -> Vec<std::ops::Range<u64>> {
-    let mut resolved: Vec<std::ops::Range<u64>> =
-        ranges.iter().filter_map(|r| r.resolve(size)).collect();
-    resolved.sort_by_key(|r| r.start);
-    let mut merged: Vec<std::ops::Range<u64>> = Vec::with_capacity(resolved.len());
-    for r in resolved {
-        match merged.last_mut() {
-            Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
-            _ => merged.push(r),
-        }
-    }
-    merged
-}
-
 /// `multipart/byteranges` for several ranges, streamed piece by piece from
 /// the version of the value the preconditions were checked against. `None`
 /// when there are too many parts to be worth it (the caller sends it whole).
@@ -483,7 +466,7 @@ async fn multipart(
     if let Some(answer) = preconditions(key, headers, &meta) {
         return answer.map(Some);
     }
-    let parts = coalesce(ranges, meta.size);
+    let parts = range::coalesce(ranges, meta.size);
     if parts.is_empty() {
         return Ok(Some(unsatisfiable(meta.size)));
     }

@@ -68,6 +68,23 @@ impl ByteRange {
     }
 }
 
+/// Resolve ranges against the value's length, sorted, with overlapping and
+/// adjacent ones merged: the parts never hold a byte twice, so the answer
+/// is never larger than the value (plus part headers).
+pub fn coalesce(ranges: &[ByteRange], size: u64) -> Vec<std::ops::Range<u64>> {
+    let mut resolved: Vec<std::ops::Range<u64>> =
+        ranges.iter().filter_map(|r| r.resolve(size)).collect();
+    resolved.sort_by_key(|r| r.start);
+    let mut merged: Vec<std::ops::Range<u64>> = Vec::with_capacity(resolved.len());
+    for r in resolved {
+        match merged.last_mut() {
+            Some(last) if r.start <= last.end => last.end = last.end.max(r.end),
+            _ => merged.push(r),
+        }
+    }
+    merged
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
