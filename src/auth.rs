@@ -120,6 +120,10 @@ pub enum Reach {
     /// Everything below, unfiltered (a dataset of a group's arrays): the
     /// caller must read all of it.
     Whole,
+    /// Everything below, changed: deleting or replacing a node, or writing
+    /// a document that describes the nodes below it (consolidated
+    /// metadata). The caller needs the scope on every node below.
+    Subtree,
 }
 
 /// Who a request comes from, and what they may do.
@@ -132,6 +136,13 @@ pub struct Identity {
     pub rate: Option<fair::Rate>,
     /// A user's groups (what an API key they mint keeps).
     pub groups: Vec<String>,
+    /// Whose fair-use share the caller draws on: an API key's owner, or
+    /// the caller themself; `None` for an anonymous caller (their address).
+    pub owner: Option<String>,
+    /// When the credential stops being valid (a JWT's `exp`, an API key's
+    /// expiry), in seconds since the Unix epoch: what a long-lived answer
+    /// (a watch) must not outlive.
+    pub expires: Option<u64>,
 }
 
 /// The configured callers and what anonymous ones may do.
@@ -305,6 +316,8 @@ impl Auth {
             rights: self.anonymous.clone(),
             rate: self.fair.rate(&Who::default()),
             groups: vec![],
+            owner: None,
+            expires: None,
         }
     }
 
@@ -334,6 +347,8 @@ impl Auth {
                             rights: Arc::new(self.policy.rights(&verified.who)),
                             rate: self.fair.rate(&verified.who),
                             groups: verified.who.groups.clone(),
+                            owner: verified.who.user.as_ref().map(|u| format!("user:{u}")),
+                            expires: Some(verified.expires),
                         }),
                         Err(oidc::TokenError::Unavailable { issuer, reason }) => {
                             Err(Denied::Unavailable(format!(
@@ -386,6 +401,8 @@ impl Auth {
             rights: Arc::new(rights.limited(key.grant, &key.prefixes)),
             rate: self.fair.rate(&who),
             groups: vec![],
+            owner: Some(key.owner.clone()),
+            expires: Some(key.expires),
         })
     }
 
@@ -436,7 +453,7 @@ impl Auth {
             (Some(p), Reach::Lists) if scope == Scope::Read => rights.sees(p),
             (Some(p), Reach::Whole) if scope == Scope::Read => rights.reads_all_below(p),
             // What needs admin deletes or replaces what is below the path.
-            (Some(p), _) if scope == Scope::Admin => rights.may_all_below(scope, p),
+            (Some(p), Reach::Subtree) => rights.may_all_below(scope, p),
             (Some(p), _) => rights.may(scope, p),
         };
         if allowed {
@@ -470,6 +487,8 @@ impl Token {
             rights: self.rights.clone(),
             rate: self.rate,
             groups: vec![],
+            owner: Some(format!("token:{}", self.name)),
+            expires: None,
         }
     }
 }

@@ -198,12 +198,19 @@ impl Buckets {
         Ok(())
     }
 
-    /// Charges `bytes` answered beyond the least cost already taken; the
-    /// bucket may go below empty, and the caller waits for it to refill.
-    pub fn charge(&self, caller: &str, rate: &Rate, bytes: u64) {
+    /// Charges `bytes` answered beyond the least cost already taken, and
+    /// says how long until the bucket is no longer below empty: what the
+    /// answer waits before sending more.
+    pub fn charge(&self, caller: &str, rate: &Rate, bytes: u64, now: Instant) -> Duration {
         let bucket = self.bucket(caller, rate);
         let mut b = bucket.lock().unwrap_or_else(|p| p.into_inner());
+        b.refill(rate, now);
         b.bytes -= bytes as f64;
+        if b.bytes >= 0.0 {
+            Duration::ZERO
+        } else {
+            Duration::from_secs_f64(-b.bytes / rate.bytes_per_second)
+        }
     }
 }
 
@@ -237,8 +244,9 @@ mod tests {
         assert!(buckets
             .admit("a", &r, t0 + Duration::from_millis(100))
             .is_ok());
-        // Bytes answered beyond the least cost are owed.
-        buckets.charge("a", &r, 1000);
+        // Bytes answered beyond the least cost are owed, and waited for.
+        let owed = buckets.charge("a", &r, 1000, t0 + Duration::from_millis(100));
+        assert!((owed.as_secs_f64() - 1.0).abs() < 1e-6, "{owed:?}");
         let wait = buckets
             .admit("a", &r, t0 + Duration::from_millis(100))
             .unwrap_err();

@@ -366,6 +366,20 @@ def test_api_keys_work_on_every_replica_and_stop_when_revoked(store, provider, t
         arr = zarr.open_array(f"{b}/zarr/lab/obs", mode="r", storage_options={"headers": bearer(key)})
         assert arr.shape == (4, 4)
         assert get(f"{b}/zarr/lab/shared/zarr.json", key).status_code == 404, "outside the key's prefix"
+        # A watch opened with the key ends once the key is revoked.
+        watch = requests.get(f"{b}/api/v1/watch/lab/obs", headers=bearer(key), stream=True, timeout=60)
+        assert watch.status_code == 200
+        ended = threading.Event()
+
+        def drain():
+            try:
+                for _ in watch.iter_content(chunk_size=None):
+                    pass
+            except Exception:
+                pass
+            ended.set()
+
+        threading.Thread(target=drain, daemon=True).start()
         assert requests.delete(f"{a}/api/v1/keys/{minted.json()['id']}", headers=bearer(ana)).status_code == 204
         assert get(f"{a}/zarr/lab/obs/zarr.json", key).status_code == 401, "at once where it was revoked"
         deadline = time.time() + 12
@@ -373,6 +387,7 @@ def test_api_keys_work_on_every_replica_and_stop_when_revoked(store, provider, t
             assert time.time() < deadline, "still accepted past the documented 10 s"
             time.sleep(0.5)
         assert get(f"{b}/zarr/lab/obs/zarr.json", key).status_code == 401
+        assert ended.wait(25), "the watch outlived the key's revocation"
     finally:
         for _, proc in replicas:
             stop(proc)

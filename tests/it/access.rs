@@ -238,6 +238,8 @@ async fn what_deletes_below_a_path_needs_every_node_below_it() {
         (Method::DELETE, "/api/v1/meta/climate"),
         (Method::PUT, "/api/v1/meta/climate?overwrite=true"),
         (Method::DELETE, "/zarr/climate/zarr.json"),
+        // A group document may carry consolidated metadata of all below.
+        (Method::PUT, "/zarr/climate/zarr.json"),
     ] {
         let answer = app
             .request(
@@ -330,6 +332,32 @@ async fn a_bulk_downloader_is_held_to_its_share_and_a_viewer_within_it_is_not() 
         assert!(answered < 5, "a bulk downloader is never held back");
     };
     assert_eq!(refused.code(), "rate_limited");
+    // Keys the downloader mints draw on its share, not a new one.
+    let minted = app
+        .request(
+            Method::POST,
+            "/api/v1/keys",
+            &headers,
+            Body::from(r#"{"name": "more"}"#),
+        )
+        .await;
+    if minted.status == 201 {
+        let key = format!("Bearer {}", minted.json()["key"].as_str().unwrap());
+        let by_key = app
+            .request(
+                Method::GET,
+                "/api/v1/data/big",
+                &[("authorization", key.as_str())],
+                Body::empty(),
+            )
+            .await;
+        assert_eq!(by_key.status, 429, "a key shares its owner's bucket");
+    } else {
+        assert_eq!(
+            minted.status, 429,
+            "minting is a request of the owner's too"
+        );
+    }
     let wait: u64 = refused.headers["retry-after"]
         .to_str()
         .unwrap()

@@ -17,6 +17,31 @@ use crate::http::input::credentials::Caller;
 use crate::http::input::extract::{ApiPath, ApiQuery};
 use crate::http::state::AppState;
 
+/// Keys one owner may hold at once.
+pub const MAX_KEYS: usize = 100;
+
+/// Every key record on the store; expired ones are deleted on the way.
+async fn live_keys(state: &AppState) -> ApiResult<Vec<KeyRecord>> {
+    let mut live = Vec::new();
+    let stored = state
+        .keys
+        .all()
+        .await
+        .map_err(crate::service::ServiceError::from)?;
+    for record in stored.iter().filter_map(|r| parse(r)) {
+        if record.expires <= now() {
+            state
+                .keys
+                .delete(&record.id)
+                .await
+                .map_err(crate::service::ServiceError::from)?;
+        } else {
+            live.push(record);
+        }
+    }
+    Ok(live)
+}
+
 /// What minting a key asks for.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -103,6 +128,14 @@ pub async fn mint(
             format!("prefixes: '{bad}' is not a store path"),
         ));
     }
+    let held = live_keys(&state).await?;
+    if held.iter().filter(|k| k.owner == name).count() >= MAX_KEYS {
+        return Err(ApiError::new(
+            StatusCode::CONFLICT,
+            "too_many_keys",
+            format!("{name} holds {MAX_KEYS} keys: revoke one first"),
+        ));
+    }
     let life = ask.expires_in.unwrap_or(DEFAULT_LIFE_SECONDS);
     if life == 0 || life > MAX_LIFE_SECONDS {
         return Err(ApiError::bad_request(
@@ -160,13 +193,9 @@ pub async fn list(
             "all=true lists everyone's keys: for administrators of the whole store",
         ));
     }
-    let mut keys: Vec<KeyRecord> = state
-        .keys
-        .all()
-        .await
-        .map_err(crate::service::ServiceError::from)?
-        .iter()
-        .filter_map(|r| parse(r))
+    let mut keys: Vec<KeyRecord> = live_keys(&state)
+        .await?
+        .into_iter()
         .filter(|k| params.all || k.owner == name)
         .collect();
     keys.sort_by(|a, b| (a.created, &a.id).cmp(&(b.created, &b.id)));

@@ -48,7 +48,48 @@ pub async fn watch(
     watching(state, key, caller.map(|c| c.0)).await
 }
 
+/// Resolves when the caller's credential stops being valid: it expires,
+/// or, for an API key, its record is gone (revoked), looked for as often
+/// as replicas refresh what they keep of it.
+async fn credential_ends(state: AppState, caller: Option<Caller>) {
+    let Some(caller) = caller else {
+        return std::future::pending().await;
+    };
+    let key = caller
+        .name
+        .as_deref()
+        .and_then(|n| n.strip_prefix("key:"))
+        .map(String::from);
+    let expiry = async {
+        match caller.expires {
+            Some(at) => {
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs());
+                tokio::time::sleep(Duration::from_secs(at.saturating_sub(now))).await
+            }
+            None => std::future::pending().await,
+        }
+    };
+    let revoked = async {
+        let Some(id) = key else {
+            return std::future::pending().await;
+        };
+        loop {
+            tokio::time::sleep(crate::service::keys::KEPT_FOR).await;
+            if matches!(state.keys.get(&id).await, Ok(None)) {
+                return;
+            }
+        }
+    };
+    tokio::select! {
+        _ = expiry => {}
+        _ = revoked => {}
+    }
+}
+
 async fn watching(state: AppState, path: StoreKey, caller: Option<Caller>) -> ApiResult<Response> {
+    let ends = credential_ends(state.clone(), caller.clone());
     // Changes to what the caller may not read are not theirs to hear of.
     let sight = caller
         .filter(|c| Caller::filters(Some(c), path.as_str()))
@@ -86,7 +127,13 @@ async fn watching(state: AppState, path: StoreKey, caller: Option<Caller>) -> Ap
     let opening = futures::stream::once(async { Some(Bytes::from_static(b"retry: 2000\n\n")) });
     // A server shutting down ends its watches (clients reconnect after
     // `retry`, to another replica), instead of holding the shutdown open.
-    let closing = futures::stream::once(state.shutting_down()).map(|_| None);
+    let closing = futures::stream::once(async move {
+        tokio::select! {
+            _ = state.shutting_down() => {}
+            _ = ends => {}
+        }
+    })
+    .map(|_| None);
     let body = opening
         .chain(futures::stream::select(
             futures::stream::select(notices, pings),

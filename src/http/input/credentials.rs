@@ -23,6 +23,8 @@ pub struct Caller {
     pub bucket: Option<String>,
     /// A user's groups (kept in the API keys they mint).
     pub groups: Vec<String>,
+    /// When the credential stops being valid (seconds since the Unix epoch).
+    pub expires: Option<u64>,
 }
 
 /// The address a request's connection comes from.

@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use percent_encoding::percent_decode_str;
 
 use super::audit;
-use crate::auth::{Denied, Scope};
+use crate::auth::{Denied, Reach, Scope};
 use crate::http::error::ApiError;
 use crate::http::input::credentials::{signed_parts, Caller, ClientAddr};
 use crate::http::routes::{self, Access};
@@ -100,9 +100,18 @@ where
     };
     // Deleting or replacing a node's document removes the node: judged on
     // the node and all below it.
-    let judged = match (needed, resource.as_deref()) {
-        (Scope::Admin, Some(p)) => Some(node_of_document(p)),
-        (_, p) => p,
+    // Deleting a node, or writing a document that describes it (and, as
+    // consolidated metadata, the nodes below it), reaches all below it:
+    // judged on the node, with every node below.
+    let describes = method == "put"
+        && resource
+            .as_deref()
+            .is_some_and(|p| node_of_document(p) != p);
+    let (judged, reach) = match resource.as_deref() {
+        Some(p) if needed == Scope::Admin || describes => {
+            (Some(node_of_document(p)), Reach::Subtree)
+        }
+        p => (p, reach),
     };
     if let Err(denied) = state.auth.judge(&who, needed, judged, reach) {
         let response = refusal(denied, resource.as_deref(), path);
@@ -120,7 +129,7 @@ where
         .filter(|_| needed >= Scope::Write)
         .and_then(|p| rights.writes_from(p))
         .filter(|from| !from.is_empty());
-    let bucket = who.rate.map(|_| match &who.name {
+    let bucket = who.rate.map(|_| match &who.owner {
         Some(name) => name.clone(),
         None => match request.extensions().get::<ClientAddr>() {
             Some(ClientAddr(ip)) => format!("address:{ip}"),
@@ -136,6 +145,7 @@ where
         rate: who.rate,
         bucket,
         groups: who.groups.clone(),
+        expires: who.expires,
     });
     if needed == Scope::Read {
         return next(request).await;

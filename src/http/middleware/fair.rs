@@ -1,8 +1,11 @@
 //! Fair use (see [`crate::auth::fair`]): a caller whose buckets are spent
 //! is answered 429 with `Retry-After`; an answer is charged its bytes as
-//! they are sent. Runs after authorization, which found who the caller is
-//! and the rates they are held to.
+//! they are sent, and once the caller's bucket is below empty it waits
+//! for the bucket to refill before sending more, so no single answer
+//! takes more than the caller's rate. Runs after authorization, which
+//! found who the caller is and the rates they are held to.
 
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -60,16 +63,43 @@ where
             buckets,
             caller,
             rate,
+            rest: None,
+            pause: None,
         })
     })
 }
 
-/// A body that charges its caller's bucket the bytes of each frame sent.
+/// The most an answer sends before it is charged: larger frames are sent
+/// in pieces, so a caller's debt is at most one piece.
+const PIECE: usize = 1 << 20;
+
+/// A body that charges its caller's bucket the bytes of each piece sent,
+/// and waits while the bucket is below empty.
 struct Charged {
     body: Body,
     buckets: Arc<Buckets>,
     caller: String,
     rate: Rate,
+    /// What is left of a frame larger than a piece.
+    rest: Option<bytes::Bytes>,
+    pause: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl Charged {
+    /// The next piece of `data`, the rest kept; charged.
+    fn piece(&mut self, mut data: bytes::Bytes) -> bytes::Bytes {
+        if data.len() > PIECE {
+            self.rest = Some(data.split_off(PIECE));
+        }
+        crate::metrics::add(&crate::metrics::FAIR_USE_BYTES, data.len() as u64);
+        let wait = self
+            .buckets
+            .charge(&self.caller, &self.rate, data.len() as u64, Instant::now());
+        if !wait.is_zero() {
+            self.pause = Some(Box::pin(tokio::time::sleep(wait)));
+        }
+        data
+    }
 }
 
 impl http_body::Body for Charged {
@@ -80,23 +110,45 @@ impl http_body::Body for Charged {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
-        let polled = Pin::new(&mut self.body).poll_frame(cx);
-        if let Poll::Ready(Some(Ok(frame))) = &polled {
-            if let Some(data) = frame.data_ref() {
-                let this = &*self;
-                crate::metrics::add(&crate::metrics::FAIR_USE_BYTES, data.len() as u64);
-                this.buckets
-                    .charge(&this.caller, &this.rate, data.len() as u64);
+        if self.rest.is_none() {
+            match Pin::new(&mut self.body).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) => self.rest = Some(data),
+                    Err(frame) => return Poll::Ready(Some(Ok(frame))),
+                },
+                // The end is not waited for: what is owed stays owed, and
+                // the caller's next request waits (429) instead.
+                other => return other,
             }
         }
-        polled
+        if let Some(pause) = self.pause.as_mut() {
+            if pause.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+            self.pause = None;
+        }
+        match self.rest.take() {
+            Some(data) => {
+                let piece = self.piece(data);
+                Poll::Ready(Some(Ok(Frame::data(piece))))
+            }
+            None => Poll::Ready(None),
+        }
     }
 
     fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
+        self.rest.is_none() && self.body.is_end_stream()
     }
 
     fn size_hint(&self) -> http_body::SizeHint {
-        self.body.size_hint()
+        let mut hint = self.body.size_hint();
+        if let Some(rest) = &self.rest {
+            let more = rest.len() as u64;
+            hint.set_lower(hint.lower() + more);
+            if let Some(upper) = hint.upper() {
+                hint.set_upper(upper + more);
+            }
+        }
+        hint
     }
 }
