@@ -318,6 +318,15 @@ def test_writes_follow_the_policy_and_are_audited(server, provider):
     time.sleep(0.5)
     lines = [line for line in open(log) if "zarrd::audit" in line]
     assert any("user:ana" in line and "/api/v1/data/lab/obs" in line and "written" in line for line in lines), lines
+    # A write with a key names the key and its owner.
+    key = requests.post(f"{url}/api/v1/keys", json={"name": "audited", "grant": "write", "prefixes": ["lab/obs"]},
+                        headers=bearer(tokens["ana"])).json()["key"]
+    by_key = requests.put(f"{url}/api/v1/data/lab/obs?select=0:2,0:2", data=body,
+                          headers={**bearer(key), "Content-Type": "application/octet-stream"})
+    assert by_key.status_code in (200, 204), by_key.text
+    time.sleep(0.5)
+    lines = [line for line in open(log) if "zarrd::audit" in line]
+    assert any("key:" in line and "user:ana" in line and "written" in line for line in lines), lines
     assert any("user:bob" in line and "/api/v1/data/lab/shared" in line and "refused" in line for line in lines), lines
 
 

@@ -94,7 +94,7 @@ where
         Ok(who) => who,
         Err(denied) => {
             let response = refusal(denied, resource.as_deref(), path);
-            audit::refused(&request, None, response.status());
+            audit::refused(&request, None, None, response.status());
             return response;
         }
     };
@@ -115,7 +115,12 @@ where
     };
     if let Err(denied) = state.auth.judge(&who, needed, judged, reach) {
         let response = refusal(denied, resource.as_deref(), path);
-        audit::refused(&request, who.name.as_deref(), response.status());
+        audit::refused(
+            &request,
+            who.name.as_deref(),
+            who.owner.as_deref(),
+            response.status(),
+        );
         return response;
     }
     let rights = &who.rights;
@@ -150,7 +155,7 @@ where
     if needed == Scope::Read {
         return next(request).await;
     }
-    let written = audit::Written::of(&request, who.name);
+    let written = audit::Written::of(&request, who.name, who.owner);
     let response = next(request).await;
     written.log(response.status());
     response
