@@ -13,10 +13,13 @@
 //! Every caller's rights are one [`Rights`], asked the same way on every
 //! route.
 
+pub mod credential;
 pub mod fair;
 pub mod keys;
 pub mod oidc;
 pub mod policy;
+pub mod session;
+pub mod shares;
 pub mod sigv4;
 
 use std::path::Path;
@@ -143,6 +146,17 @@ pub struct Identity {
     /// expiry), in seconds since the Unix epoch: what a long-lived answer
     /// (a watch) must not outlive.
     pub expires: Option<u64>,
+    /// The record on the store it was found by (an API key, a share link,
+    /// a session), whose revocation ends what it opened.
+    pub stored: Option<Stored>,
+}
+
+/// A credential's record on the store: its kind (`keys`, `shares`,
+/// `sessions`) and id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Stored {
+    pub kind: &'static str,
+    pub id: String,
 }
 
 /// The configured callers and what anonymous ones may do.
@@ -318,6 +332,7 @@ impl Auth {
             groups: vec![],
             owner: None,
             expires: None,
+            stored: None,
         }
     }
 
@@ -349,6 +364,7 @@ impl Auth {
                             groups: verified.who.groups.clone(),
                             owner: verified.who.user.as_ref().map(|u| format!("user:{u}")),
                             expires: Some(verified.expires),
+                            stored: None,
                         }),
                         Err(oidc::TokenError::Unavailable { issuer, reason }) => {
                             Err(Denied::Unavailable(format!(
@@ -373,29 +389,35 @@ impl Auth {
         Ok(token.identity())
     }
 
-    /// The identity an API key gives: its owner's rights now (a static
-    /// token's, or the policy's for the user and the groups kept in the
-    /// key), limited as the key says. `None` when its owner is no more (a
+    /// The rights of `owner` now (a static token's, or the policy's for
+    /// the user and `groups`, what they had when they made a key or link),
+    /// and who they are to fair use. `None` when the owner is no more (a
     /// token taken out of the configuration).
-    pub fn key_identity(&self, key: &keys::KeyRecord) -> Option<Identity> {
-        let (rights, who) = match key.owner.split_once(':') {
+    fn owner_rights(&self, owner: &str, groups: &[String]) -> Option<(Arc<Rights>, Who)> {
+        match owner.split_once(':') {
             Some(("token", name)) => {
                 let token = self.tokens.iter().find(|t| t.name == name)?;
                 let who = Who {
                     user: Some(name.to_string()),
                     groups: vec![],
                 };
-                (token.rights.clone(), who)
+                Some((token.rights.clone(), who))
             }
             Some(("user", sub)) => {
                 let who = Who {
                     user: Some(sub.to_string()),
-                    groups: key.groups.clone(),
+                    groups: groups.to_vec(),
                 };
-                (Arc::new(self.policy.rights(&who)), who)
+                Some((Arc::new(self.policy.rights(&who)), who))
             }
-            _ => return None,
-        };
+            _ => None,
+        }
+    }
+
+    /// The identity an API key gives: its owner's rights now, limited as
+    /// the key says.
+    pub fn key_identity(&self, key: &keys::KeyRecord) -> Option<Identity> {
+        let (rights, who) = self.owner_rights(&key.owner, &key.groups)?;
         Some(Identity {
             name: Some(format!("key:{}", key.id)),
             rights: Arc::new(rights.limited(key.grant, &key.prefixes)),
@@ -403,7 +425,69 @@ impl Auth {
             groups: vec![],
             owner: Some(key.owner.clone()),
             expires: Some(key.expires),
+            stored: Some(Stored {
+                kind: "keys",
+                id: key.id.clone(),
+            }),
         })
+    }
+
+    /// The identity a share link gives: reads of its node, as far as its
+    /// maker may read there now. Its users draw on a fair-use share of
+    /// the link's own.
+    pub fn share_identity(&self, share: &shares::ShareRecord) -> Option<Identity> {
+        let (rights, who) = self.owner_rights(&share.owner, &share.groups)?;
+        let name = format!("share:{}", share.id);
+        Some(Identity {
+            name: Some(name.clone()),
+            rights: Arc::new(rights.limited(Scope::Read, std::slice::from_ref(&share.path))),
+            rate: self.fair.rate(&who),
+            groups: vec![],
+            owner: Some(name),
+            expires: Some(share.expires),
+            stored: Some(Stored {
+                kind: "shares",
+                id: share.id.clone(),
+            }),
+        })
+    }
+
+    /// The identity a browser session gives: its user's, with the groups
+    /// the provider said at sign-in.
+    pub fn session_identity(&self, session: &session::SessionRecord) -> Identity {
+        let who = Who {
+            user: Some(session.user.clone()),
+            groups: session.groups.clone(),
+        };
+        let name = format!("user:{}", session.user);
+        Identity {
+            name: Some(name.clone()),
+            rights: Arc::new(self.policy.rights(&who)),
+            rate: self.fair.rate(&who),
+            groups: session.groups.clone(),
+            owner: Some(name),
+            expires: Some(session.expires),
+            stored: Some(Stored {
+                kind: "sessions",
+                id: session.id.clone(),
+            }),
+        }
+    }
+
+    /// The providers browsers may sign in with (those with a `client_id`),
+    /// with their positions among the `[[oidc]]` tables.
+    pub fn sign_in_issuers(&self) -> impl Iterator<Item = (usize, &oidc::Issuer)> {
+        self.issuers
+            .iter()
+            .enumerate()
+            .filter(|(_, i)| i.config.client_id.is_some())
+    }
+
+    /// The `[[oidc]]` table at `index`, if browsers may sign in with it.
+    pub fn sign_in_issuer(&self, index: usize) -> Option<&oidc::Issuer> {
+        self.issuers
+            .get(index)
+            .filter(|i| i.config.client_id.is_some())
     }
 
     /// Who signed an S3 request (SigV4), at time `now`: the signature must
@@ -489,6 +573,7 @@ impl Token {
             groups: vec![],
             owner: Some(format!("token:{}", self.name)),
             expires: None,
+            stored: None,
         }
     }
 }
@@ -619,6 +704,9 @@ mod tests {
             groups_claim: "groups".into(),
             roles_claim: None,
             user_claim: "sub".into(),
+            client_id: None,
+            client_secret: None,
+            scopes: vec![],
         };
         let lonely = Identities {
             oidc: vec![issuer],

@@ -7,10 +7,8 @@
 //! had when minting), limited as the key says.
 
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
-use subtle::ConstantTimeEq;
 
-use super::Scope;
+use super::{credential, Scope};
 
 /// Longest life of a key, and the default one.
 pub const MAX_LIFE_SECONDS: u64 = 366 * 24 * 3600;
@@ -35,30 +33,11 @@ pub struct KeyRecord {
     pub expires: u64,
 }
 
-/// A key as presented: its id and secret.
-pub struct Presented<'a> {
-    pub id: &'a str,
-    secret: &'a str,
-}
+pub use super::credential::Presented;
 
 /// `zk_{id}_{secret}`, or `None` for what is no API key.
 pub fn presented(token: &str) -> Option<Presented<'_>> {
-    let rest = token.strip_prefix("zk_")?;
-    let (id, secret) = rest.split_once('_')?;
-    let plain =
-        |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
-    (plain(id) && id.len() <= 32 && plain(secret)).then_some(Presented { id, secret })
-}
-
-fn digest(secret: &str) -> String {
-    hex::encode(Sha256::digest(secret.as_bytes()))
-}
-
-/// `bytes` random bytes from the operating system, as hex.
-fn random(bytes: usize) -> Result<String, String> {
-    let mut buf = vec![0u8; bytes];
-    getrandom::fill(&mut buf).map_err(|e| format!("no random bytes: {e}"))?;
-    Ok(hex::encode(buf))
+    super::credential::presented("zk", token)
 }
 
 impl KeyRecord {
@@ -72,8 +51,8 @@ impl KeyRecord {
         now: u64,
         life: u64,
     ) -> Result<(KeyRecord, String), String> {
-        let id = random(8)?;
-        let secret = random(32)?;
+        let id = credential::random(8)?;
+        let (digest, text) = credential::mint("zk", &id)?;
         let record = KeyRecord {
             id: id.clone(),
             name,
@@ -81,20 +60,16 @@ impl KeyRecord {
             groups,
             grant,
             prefixes,
-            digest: digest(&secret),
+            digest,
             created: now,
             expires: now + life,
         };
-        Ok((record, format!("zk_{id}_{secret}")))
+        Ok((record, text))
     }
 
     /// Whether `key` is this record's, and still valid at `now`.
     pub fn admits(&self, key: &Presented, now: u64) -> Result<(), String> {
-        let matches: bool = digest(key.secret)
-            .as_bytes()
-            .ct_eq(self.digest.as_bytes())
-            .into();
-        if !matches || key.id != self.id {
+        if !key.is(&self.id, &self.digest) {
             return Err("the API key is not valid".into());
         }
         if now >= self.expires {

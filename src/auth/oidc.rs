@@ -47,6 +47,21 @@ pub struct OidcConfig {
     /// The claim that names the user (`sub`, or `email`, `preferred_username`).
     #[serde(default = "default_user_claim")]
     pub user_claim: String,
+    /// The viewer's client at this provider: with it, browsers sign in
+    /// here (the authorization-code flow with PKCE), and its ID tokens
+    /// must name it as their audience.
+    #[serde(default)]
+    pub client_id: Option<String>,
+    /// For a confidential client (sent with HTTP Basic to the token endpoint).
+    #[serde(default)]
+    pub client_secret: Option<String>,
+    /// The scopes a browser sign-in asks for.
+    #[serde(default = "default_scopes")]
+    pub scopes: Vec<String>,
+}
+
+fn default_scopes() -> Vec<String> {
+    ["openid", "profile", "email"].map(String::from).to_vec()
 }
 
 fn default_groups_claim() -> String {
@@ -71,6 +86,8 @@ pub enum TokenError {
 }
 
 struct Keys {
+    /// Where browsers sign in and codes are exchanged, if the provider says.
+    endpoints: Option<Endpoints>,
     keys: HashMap<String, (DecodingKey, Option<Algorithm>)>,
     /// Keys without a `kid`, tried in turn.
     anonymous: Vec<(DecodingKey, Option<Algorithm>)>,
@@ -97,6 +114,13 @@ impl std::fmt::Debug for Issuer {
     }
 }
 
+/// A provider's endpoints for the authorization-code flow.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Endpoints {
+    pub authorization: String,
+    pub token: String,
+}
+
 /// The claims of a verified token that zarrd reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Verified {
@@ -117,6 +141,12 @@ impl Issuer {
         if config.audience.is_empty() {
             return Err(bad("audience is empty"));
         }
+        if config.client_id.as_deref() == Some("") {
+            return Err(bad("client_id is empty"));
+        }
+        if config.client_secret.is_some() && config.client_id.is_none() {
+            return Err(bad("client_secret needs the client_id it is for"));
+        }
         let client = reqwest::Client::builder()
             .timeout(Duration::from_secs(10))
             .connect_timeout(Duration::from_secs(5))
@@ -132,6 +162,26 @@ impl Issuer {
 
     /// Verifies `token` (already known to name this issuer).
     pub async fn verify(&self, token: &str) -> Result<Verified, TokenError> {
+        self.verify_for(token, &self.config.audience, None).await
+    }
+
+    /// Verifies an ID token of a browser sign-in: for the viewer's client,
+    /// carrying the sign-in's nonce.
+    pub async fn verify_id_token(&self, token: &str, nonce: &str) -> Result<Verified, TokenError> {
+        let client = self
+            .config
+            .client_id
+            .as_deref()
+            .unwrap_or(&self.config.audience);
+        self.verify_for(token, client, Some(nonce)).await
+    }
+
+    async fn verify_for(
+        &self,
+        token: &str,
+        audience: &str,
+        nonce: Option<&str>,
+    ) -> Result<Verified, TokenError> {
         let header = jsonwebtoken::decode_header(token)
             .map_err(|e| TokenError::Invalid(format!("the token's header: {e}")))?;
         if matches!(
@@ -145,7 +195,7 @@ impl Issuer {
         let kid = header.kid.as_deref();
         let mut validation = Validation::new(header.alg);
         validation.set_issuer(&[&self.config.issuer]);
-        validation.set_audience(&[&self.config.audience]);
+        validation.set_audience(&[audience]);
         validation.set_required_spec_claims(&["exp", "iss", "aud"]);
         validation.leeway = LEEWAY.as_secs();
         validation.validate_nbf = true;
@@ -171,7 +221,17 @@ impl Issuer {
                     &key,
                     &validation,
                 ) {
-                    Ok(data) => return self.claims(&data.claims),
+                    Ok(data) => {
+                        if let Some(nonce) = nonce {
+                            let said = data.claims.get("nonce").and_then(|n| n.as_str());
+                            if said != Some(nonce) {
+                                return Err(TokenError::Invalid(
+                                    "the ID token is not of this sign-in (nonce)".into(),
+                                ));
+                            }
+                        }
+                        return self.claims(&data.claims);
+                    }
                     Err(e) => {
                         signature_failed |=
                             matches!(e.kind(), jsonwebtoken::errors::ErrorKind::InvalidSignature);
@@ -298,6 +358,8 @@ impl Issuer {
         struct Discovery {
             issuer: String,
             jwks_uri: String,
+            authorization_endpoint: Option<String>,
+            token_endpoint: Option<String>,
         }
         let discovery: Discovery =
             serde_json::from_slice(&self.get(&discovery_url).await.map_err(unavailable)?)
@@ -324,7 +386,15 @@ impl Issuer {
                 .filter_map(|k| serde_json::from_value(k).ok())
                 .collect(),
         };
+        let endpoints = match (discovery.authorization_endpoint, discovery.token_endpoint) {
+            (Some(authorization), Some(token)) => Some(Endpoints {
+                authorization,
+                token,
+            }),
+            _ => None,
+        };
         let mut keys = Keys {
+            endpoints,
             keys: HashMap::new(),
             anonymous: vec![],
             fetched: Instant::now(),
@@ -353,16 +423,90 @@ impl Issuer {
         Ok(())
     }
 
-    async fn get(&self, url: &str) -> Result<Vec<u8>, String> {
-        let mut response = self
-            .client
-            .get(url)
-            .header("accept", "application/json")
-            .send()
+    /// The provider's endpoints for browser sign-in, by discovery.
+    pub async fn endpoints(&self) -> Result<Endpoints, TokenError> {
+        self.keys_for(None).await?;
+        self.keys
+            .read()
             .await
-            .map_err(|e| format!("{url}: {e}"))?;
+            .as_ref()
+            .and_then(|k| k.endpoints.clone())
+            .ok_or_else(|| TokenError::Unavailable {
+                issuer: self.config.issuer.clone(),
+                reason: "its discovery document names no authorization_endpoint and token_endpoint"
+                    .into(),
+            })
+    }
+
+    /// Exchanges a sign-in's code (with its PKCE verifier) for tokens, and
+    /// verifies the ID token among them.
+    pub async fn exchange(
+        &self,
+        code: &str,
+        redirect_uri: &str,
+        verifier: &str,
+        nonce: &str,
+    ) -> Result<Verified, TokenError> {
+        let endpoints = self.endpoints().await?;
+        let client_id = self.config.client_id.as_deref().unwrap_or_default();
+        // Built whole before any await: the serializer is not Send.
+        let form = url::form_urlencoded::Serializer::new(String::new())
+            .append_pair("grant_type", "authorization_code")
+            .append_pair("code", code)
+            .append_pair("redirect_uri", redirect_uri)
+            .append_pair("code_verifier", verifier)
+            .append_pair("client_id", client_id)
+            .finish();
+        let mut request = self
+            .client
+            .post(&endpoints.token)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("accept", "application/json");
+        if let Some(secret) = &self.config.client_secret {
+            // RFC 6749 2.3.1: both parts form-encoded first.
+            let encode =
+                |s: &str| url::form_urlencoded::byte_serialize(s.as_bytes()).collect::<String>();
+            let basic = base64::engine::general_purpose::STANDARD.encode(format!(
+                "{}:{}",
+                encode(client_id),
+                encode(secret)
+            ));
+            request = request.header("authorization", format!("Basic {basic}"));
+        }
+        let url = &endpoints.token;
+        let body = self.read(request.body(form), url).await.map_err(|reason| {
+            TokenError::Invalid(format!("the provider refused the sign-in: {reason}"))
+        })?;
+        #[derive(Deserialize)]
+        struct Tokens {
+            id_token: String,
+        }
+        let tokens: Tokens = serde_json::from_slice(&body)
+            .map_err(|e| TokenError::Invalid(format!("{url}: no ID token in the answer: {e}")))?;
+        self.verify_id_token(&tokens.id_token, nonce).await
+    }
+
+    async fn get(&self, url: &str) -> Result<Vec<u8>, String> {
+        let request = self.client.get(url).header("accept", "application/json");
+        self.read(request, url).await
+    }
+
+    /// A request's answer, if a success no larger than [`MAX_DOCUMENT`].
+    async fn read(&self, request: reqwest::RequestBuilder, url: &str) -> Result<Vec<u8>, String> {
+        let mut response = request.send().await.map_err(|e| format!("{url}: {e}"))?;
         if !response.status().is_success() {
-            return Err(format!("{url}: {}", response.status()));
+            let status = response.status();
+            // A refusal's own words (OAuth's `error`), briefly: at most a
+            // few KiB of its body are read.
+            let mut said = Vec::new();
+            while let Ok(Some(chunk)) = response.chunk().await {
+                said.extend_from_slice(&chunk);
+                if said.len() >= 4096 {
+                    break;
+                }
+            }
+            let said: String = String::from_utf8_lossy(&said).chars().take(200).collect();
+            return Err(format!("{url}: {status} {said}").trim_end().to_string());
         }
         let mut body = Vec::new();
         while let Some(chunk) = response.chunk().await.map_err(|e| format!("{url}: {e}"))? {
@@ -477,6 +621,9 @@ mod tests {
             groups_claim: "groups".into(),
             roles_claim: Some("realm_access.roles".into()),
             user_claim: "email".into(),
+            client_id: None,
+            client_secret: None,
+            scopes: vec![],
         })
         .unwrap();
         let v = issuer.claims(&claims).unwrap();

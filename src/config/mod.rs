@@ -203,6 +203,11 @@ pub struct Cors {
     pub headers: Vec<String>,
     /// Response headers exposed beyond the defaults (Content-Range, Content-Length, ETag, X-Zarr-*, ...).
     pub expose: Vec<String>,
+    /// Origins whose pages may send the viewer's session cookie
+    /// (`credentials: "include"`): answered with their own origin and
+    /// `Access-Control-Allow-Credentials: true`. Pages of other origins are
+    /// never answered as the session's user.
+    pub credentials: Vec<String>,
 }
 
 impl Default for Cors {
@@ -214,8 +219,28 @@ impl Default for Cors {
                 .to_vec(),
             headers: vec![],
             expose: vec![],
+            credentials: vec![],
         }
     }
+}
+
+/// `[cors] credentials`: origins exactly as browsers send them
+/// (`https://viewer.example.org`: scheme, host and any port; no path, no
+/// `*`), or a browser's `Origin` would never match them.
+fn credential_origins(origins: Vec<String>) -> Result<Vec<String>, ConfigError> {
+    for origin in &origins {
+        let exact = url::Url::parse(origin)
+            .ok()
+            .filter(|u| matches!(u.scheme(), "http" | "https"))
+            .map(|u| u.origin().ascii_serialization());
+        if exact.as_deref() != Some(origin.as_str()) {
+            return Err(invalid(
+                "cors.credentials",
+                format!("'{origin}' is not an origin as browsers send it (like https://viewer.example.org: lower case, no path, no '*')"),
+            ));
+        }
+    }
+    Ok(origins)
 }
 
 /// Tokens from the config file plus a tokens file, validated.
@@ -287,6 +312,9 @@ pub struct Config {
     /// Certificate chain and key: HTTPS instead of HTTP.
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
+    /// The URL browsers reach the server by, for sign-in redirects; `None`:
+    /// each request's own host.
+    pub public_url: Option<String>,
     pub cors: Cors,
     /// Stores mounted under top-level names.
     pub mounts: Vec<Mount>,
@@ -378,8 +406,28 @@ impl Config {
                 (None, None) => None,
                 _ => return Err(invalid("tls_cert", "--tls-cert and --tls-key go together")),
             },
+            public_url: match o.public_url {
+                None => None,
+                Some(u) => match url::Url::parse(&u) {
+                    Ok(url)
+                        if matches!(url.scheme(), "http" | "https")
+                            && url.has_host()
+                            && url.path() == "/"
+                            && url.query().is_none() =>
+                    {
+                        Some(url.origin().ascii_serialization())
+                    }
+                    _ => {
+                        return Err(invalid(
+                            "public_url",
+                            format!("'{u}' is not an http(s) URL of a host, without a path (zarrd is served at its host's root)"),
+                        ))
+                    }
+                },
+            },
             cors: Cors {
                 origins: o.cors_origins.unwrap_or(o.cors.origins),
+                credentials: credential_origins(o.cors.credentials)?,
                 ..o.cors
             },
             mounts: o

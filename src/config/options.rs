@@ -246,6 +246,11 @@ options! {
     /// PEM private key of --tls-cert (PKCS#8, PKCS#1 or SEC1)
     #[arg(long, env = "ZARRD_TLS_KEY")]
     tls_key: PathBuf = ("none");
+    /// The URL browsers reach the server by (scheme and host, e.g.
+    /// https://data.example.org), where the OpenID provider sends browsers
+    /// back to after signing in
+    #[arg(long, env = "ZARRD_PUBLIC_URL")]
+    public_url: String = ("each request's own host");
     /// Cache-Control of stored values under /zarr/ (mounts may set their
     /// own), e.g. "public, max-age=600"; values read at an Icechunk
     /// snapshot id are always immutable

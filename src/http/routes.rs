@@ -11,8 +11,8 @@ use axum::routing::MethodRouter;
 use percent_encoding::percent_decode_str;
 
 use super::handlers::{
-    api, data, dav, edr, keys, opendap, preview, probes, raw, s3, statistics, tiles, versions,
-    viewer, watch, wms, write,
+    api, data, dav, edr, keys, opendap, preview, probes, raw, s3, shares, signin, statistics,
+    tiles, versions, viewer, watch, wms, write,
 };
 use super::state::AppState;
 use crate::auth::{Reach, Scope};
@@ -51,6 +51,9 @@ pub enum Resource {
     /// The caller's own things (their API keys): no store path; a
     /// parameter names one of them.
     Caller,
+    /// A path below a share link's node (`/share/{token}/{key}`): the
+    /// middleware finds the node from the link's record.
+    Shared,
     /// The viewer's page and files: the same bytes whatever the path names,
     /// no store data in them (the page reads data through the API, with the
     /// caller's token).
@@ -219,6 +222,62 @@ pub static ROUTES: &[Route] = &[
         path: "/api/v1/keys/{id}",
         methods: &[op!(delete, READ, keys::revoke)],
         resource: Resource::Caller,
+    },
+    // Share links a caller made: about them, not about the store's paths
+    // (minting one judges its node in the handler).
+    Route {
+        path: "/api/v1/shares",
+        methods: &[op!(get, READ, shares::list), op!(post, READ, shares::mint)],
+        resource: Resource::Caller,
+    },
+    Route {
+        path: "/api/v1/shares/{id}",
+        methods: &[op!(delete, READ, shares::revoke)],
+        resource: Resource::Caller,
+    },
+    // What a share link reads: stored values below its node, as
+    // `/zarr/` serves them, for any Zarr client.
+    Route {
+        path: "/share/{token}",
+        methods: &[op!(get, READ, raw::to_root), op!(head, READ, raw::to_root)],
+        resource: Resource::Shared,
+    },
+    Route {
+        path: "/share/{token}/",
+        methods: &[
+            op!(get, READ, shares::list_root),
+            op!(head, READ, shares::list_root),
+        ],
+        resource: Resource::Shared,
+    },
+    Route {
+        path: "/share/{token}/{key}",
+        methods: &[
+            op!(get, READ, shares::get_key),
+            op!(head, READ, shares::head_key),
+        ],
+        resource: Resource::Shared,
+    },
+    // Browser sign-in: open to all, as signing in is how one gets rights.
+    Route {
+        path: "/auth/login",
+        methods: &[op!(get, PUBLIC, signin::login)],
+        resource: Resource::Server,
+    },
+    Route {
+        path: "/auth/callback",
+        methods: &[op!(get, PUBLIC, signin::callback)],
+        resource: Resource::Server,
+    },
+    Route {
+        path: "/auth/session",
+        methods: &[op!(get, PUBLIC, signin::session)],
+        resource: Resource::Server,
+    },
+    Route {
+        path: "/auth/logout",
+        methods: &[op!(post, PUBLIC, signin::logout)],
+        resource: Resource::Server,
     },
     Route {
         path: "/api/v1/watch",
@@ -393,7 +452,8 @@ impl Route {
             | "/api/v1/watch/{path}"
             | "/wms"
             | "/edr/collections" => Reach::Lists,
-            "/s3/{bucket}" | "/s3/{bucket}/" => Reach::Lists,
+            "/s3/{bucket}" | "/s3/{bucket}/" | "/share/{token}/" => Reach::Lists,
+            "/share/{token}/{key}" if request_path.ends_with('/') => Reach::Lists,
             "/zarr/{key}" if method == "propfind" || request_path.ends_with('/') => Reach::Lists,
             // A group's description lists its members.
             "/api/v1/meta" | "/api/v1/meta/{path}" if method == "get" => Reach::Lists,
@@ -420,6 +480,17 @@ impl Route {
         };
         match self.resource {
             Resource::Server | Resource::Page | Resource::Caller => None,
+            // Below the link's node: what follows its text.
+            Resource::Shared => {
+                let rest = request_path.strip_prefix("/share/")?;
+                let below = rest.split_once('/').map_or("", |(_, b)| b);
+                Some(
+                    percent_decode_str(below)
+                        .decode_utf8_lossy()
+                        .trim_matches('/')
+                        .to_string(),
+                )
+            }
             Resource::Root => Some(String::new()),
             Resource::Param => Some(param()?.trim_matches('/').to_string()),
             Resource::Dap => Some(opendap::node_of(&param()?).trim_matches('/').to_string()),
@@ -497,7 +568,11 @@ mod tests {
             // A route about a store path names it as its parameter.
             if matches!(
                 route.resource,
-                Resource::Param | Resource::Object | Resource::Dap | Resource::Collection
+                Resource::Param
+                    | Resource::Object
+                    | Resource::Dap
+                    | Resource::Collection
+                    | Resource::Shared
             ) {
                 assert!(route.path.contains('{'), "{}", route.path);
             }
@@ -588,6 +663,21 @@ mod tests {
             listing.resource_of("head", "/s3/zarr", None),
             None,
             "HeadBucket tells only that the bucket exists"
+        );
+        let shared = matched("/share/{token}/{*key}").unwrap();
+        assert_eq!(
+            shared
+                .resource_of("get", "/share/zs_a_b/t2m/c/0%2F1", None)
+                .as_deref(),
+            Some("t2m/c/0/1"),
+            "below a share link's node"
+        );
+        assert_eq!(
+            matched("/share/{token}/")
+                .unwrap()
+                .resource_of("get", "/share/zs_a_b/", None)
+                .as_deref(),
+            Some("")
         );
         assert_eq!(
             data.access("post"),

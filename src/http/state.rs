@@ -4,6 +4,7 @@ use std::sync::Arc;
 
 use crate::auth::Auth;
 use crate::config::Config;
+use crate::service::records::Records;
 use crate::service::{Limits, Service};
 use crate::store::Store;
 
@@ -25,8 +26,10 @@ pub struct Shared {
     pub auth: Arc<Auth>,
     /// Callers' fair-use buckets.
     pub fair: Arc<crate::auth::fair::Buckets>,
-    /// API keys' records, on the store.
-    pub keys: Arc<crate::service::keys::Keys>,
+    /// The records of API keys, share links and browser sessions, on the store.
+    pub keys: Arc<Records>,
+    pub shares: Arc<Records>,
+    pub sessions: Arc<Records>,
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Permits for requests in flight (`--max-concurrency`).
     pub in_flight: Arc<crate::http::middleware::limits::InFlight>,
@@ -80,7 +83,8 @@ impl AppState {
         )
         .unwrap_or_default();
         let cache_control = crate::http::output::cache_control::CachePolicies::new(&config);
-        let keys = Arc::new(crate::service::keys::Keys::new(store.clone()));
+        let records = |kind| Arc::new(Records::new(store.clone(), kind));
+        let (keys, shares, sessions) = (records("keys"), records("shares"), records("sessions"));
         AppState(Arc::new(Shared {
             store,
             service: Arc::new(service),
@@ -91,6 +95,8 @@ impl AppState {
             auth: Arc::new(auth),
             fair: Arc::default(),
             keys,
+            shares,
+            sessions,
             metrics: Arc::default(),
             in_flight,
             previews,
@@ -99,6 +105,15 @@ impl AppState {
 }
 
 impl AppState {
+    /// The records of credentials of `kind` (`keys`, `shares`, `sessions`).
+    pub fn records(&self, kind: &str) -> &Records {
+        match kind {
+            "shares" => &self.shares,
+            "sessions" => &self.sessions,
+            _ => &self.keys,
+        }
+    }
+
     /// The server is shutting down: long-lived responses end.
     pub fn begin_shutdown(&self) {
         self.closing.send_replace(true);

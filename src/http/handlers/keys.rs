@@ -16,23 +16,42 @@ use crate::http::error::{ApiError, ApiResult};
 use crate::http::input::credentials::Caller;
 use crate::http::input::extract::{ApiPath, ApiQuery};
 use crate::http::state::AppState;
+use crate::service::records::Records;
 
-/// Keys one owner may hold at once.
+use crate::auth::credential::now;
+
+/// Keys (and share links) one owner may hold at once.
 pub const MAX_KEYS: usize = 100;
 
-/// Every key record on the store; expired ones are deleted on the way.
-async fn live_keys(state: &AppState) -> ApiResult<Vec<KeyRecord>> {
+/// A credential's record with an id and an expiry (API keys, share links).
+pub(super) trait Expiring: serde::de::DeserializeOwned {
+    fn id(&self) -> &str;
+    fn expires(&self) -> u64;
+}
+
+impl Expiring for KeyRecord {
+    fn id(&self) -> &str {
+        &self.id
+    }
+    fn expires(&self) -> u64 {
+        self.expires
+    }
+}
+
+/// Every record in `records`; expired ones are deleted on the way.
+pub(super) async fn live<T: Expiring>(records: &Records) -> ApiResult<Vec<T>> {
     let mut live = Vec::new();
-    let stored = state
-        .keys
+    let stored = records
         .all()
         .await
         .map_err(crate::service::ServiceError::from)?;
-    for record in stored.iter().filter_map(|r| parse(r)) {
-        if record.expires <= now() {
-            state
-                .keys
-                .delete(&record.id)
+    for record in stored
+        .iter()
+        .filter_map(|r| serde_json::from_slice::<T>(r).ok())
+    {
+        if record.expires() <= now() {
+            records
+                .delete(record.id())
                 .await
                 .map_err(crate::service::ServiceError::from)?;
         } else {
@@ -56,20 +75,17 @@ pub struct Mint {
     expires_in: Option<u64>,
 }
 
-fn now() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
-/// The caller who may manage keys: signed in, and not with a key.
-fn owner(caller: Option<&Caller>) -> ApiResult<(&Caller, &str)> {
+/// The caller who may manage keys and share links: signed in, and not
+/// with a key or a link.
+pub(super) fn owner(caller: Option<&Caller>) -> ApiResult<(&Caller, &str)> {
     match caller.and_then(|c| Some((c, c.name.as_deref()?))) {
-        Some((_, name)) if name.starts_with("key:") => Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            "API keys cannot manage API keys: sign in, or use a token",
-        )),
+        Some((_, name)) if name.starts_with("key:") || name.starts_with("share:") => {
+            Err(ApiError::new(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                "API keys and share links cannot manage keys or links: sign in, or use a token",
+            ))
+        }
         Some(found) => Ok(found),
         None => Err(ApiError::new(
             StatusCode::UNAUTHORIZED,
@@ -79,7 +95,7 @@ fn owner(caller: Option<&Caller>) -> ApiResult<(&Caller, &str)> {
     }
 }
 
-fn parse(record: &[u8]) -> Option<KeyRecord> {
+pub(super) fn parse<T: Expiring>(record: &[u8]) -> Option<T> {
     serde_json::from_slice(record).ok()
 }
 
@@ -128,7 +144,7 @@ pub async fn mint(
             format!("prefixes: '{bad}' is not a store path"),
         ));
     }
-    let held = live_keys(&state).await?;
+    let held: Vec<KeyRecord> = live(&state.keys).await?;
     if held.iter().filter(|k| k.owner == name).count() >= MAX_KEYS {
         return Err(ApiError::new(
             StatusCode::CONFLICT,
@@ -174,7 +190,7 @@ pub struct ListParams {
     all: bool,
 }
 
-fn administers(caller: &Caller) -> bool {
+pub(super) fn administers(caller: &Caller) -> bool {
     caller.rights.may(Scope::Admin, "")
 }
 
@@ -193,7 +209,7 @@ pub async fn list(
             "all=true lists everyone's keys: for administrators of the whole store",
         ));
     }
-    let mut keys: Vec<KeyRecord> = live_keys(&state)
+    let mut keys: Vec<KeyRecord> = live::<KeyRecord>(&state.keys)
         .await?
         .into_iter()
         .filter(|k| params.all || k.owner == name)
@@ -221,7 +237,7 @@ pub async fn revoke(
         .get(&id)
         .await
         .map_err(crate::service::ServiceError::from)?
-        .and_then(|r| parse(&r))
+        .and_then(|r| parse::<KeyRecord>(&r))
         .ok_or_else(missing)?;
     if record.owner != name && !administers(caller) {
         return Err(missing());

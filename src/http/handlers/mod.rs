@@ -15,6 +15,8 @@ pub mod preview;
 pub mod probes;
 pub mod raw;
 pub mod s3;
+pub mod shares;
+pub mod signin;
 pub mod statistics;
 pub mod tiles;
 pub mod versions;

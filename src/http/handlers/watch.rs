@@ -49,17 +49,14 @@ pub async fn watch(
 }
 
 /// Resolves when the caller's credential stops being valid: it expires,
-/// or, for an API key, its record is gone (revoked), looked for as often
-/// as replicas refresh what they keep of it.
+/// or, for an API key, a share link or a session, its record is gone
+/// (revoked, signed out), looked for as often as replicas refresh what
+/// they keep of it.
 async fn credential_ends(state: AppState, caller: Option<Caller>) {
     let Some(caller) = caller else {
         return std::future::pending().await;
     };
-    let key = caller
-        .name
-        .as_deref()
-        .and_then(|n| n.strip_prefix("key:"))
-        .map(String::from);
+    let stored = caller.stored.clone();
     let expiry = async {
         match caller.expires {
             Some(at) => {
@@ -72,12 +69,12 @@ async fn credential_ends(state: AppState, caller: Option<Caller>) {
         }
     };
     let revoked = async {
-        let Some(id) = key else {
+        let Some(stored) = stored else {
             return std::future::pending().await;
         };
         loop {
-            tokio::time::sleep(crate::service::keys::KEPT_FOR).await;
-            if matches!(state.keys.get(&id).await, Ok(None)) {
+            tokio::time::sleep(crate::service::records::KEPT_FOR).await;
+            if matches!(state.records(stored.kind).get(&stored.id).await, Ok(None)) {
                 return;
             }
         }

@@ -25,7 +25,13 @@ pub struct Caller {
     pub groups: Vec<String>,
     /// When the credential stops being valid (seconds since the Unix epoch).
     pub expires: Option<u64>,
+    /// The record on the store the credential was found by.
+    pub stored: Option<crate::auth::Stored>,
 }
+
+/// The node a share link reads: the root of the paths below it.
+#[derive(Debug, Clone)]
+pub struct SharedRoot(pub String);
 
 /// The address a request's connection comes from.
 #[derive(Debug, Clone, Copy)]
@@ -79,5 +85,35 @@ pub fn signed_parts<'a>(
         authorization: headers
             .get(header::AUTHORIZATION)
             .and_then(|v| v.to_str().ok()),
+    }
+}
+
+/// The value of cookie `name` in a request's `Cookie` headers.
+pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|pair| pair.trim().split_once('='))
+        .find(|(k, _)| *k == name)
+        .map(|(_, v)| v.trim_matches('"'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cookies_are_found_among_others() {
+        let mut headers = HeaderMap::new();
+        headers.append("cookie", "a=1; zarrd_session=zss_x_y".parse().unwrap());
+        headers.append("cookie", "b=2".parse().unwrap());
+        assert_eq!(
+            cookie(&headers, crate::auth::session::COOKIE),
+            Some("zss_x_y")
+        );
+        assert_eq!(cookie(&headers, "b"), Some("2"));
+        assert_eq!(cookie(&headers, "c"), None);
     }
 }

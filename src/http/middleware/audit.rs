@@ -3,8 +3,21 @@
 //! is), the route, the path and what came of it. Reads that pass are the
 //! access log's.
 
+use std::borrow::Cow;
+
 use axum::extract::{MatchedPath, Request};
 use axum::http::StatusCode;
+
+/// A request path as logs write it: a share link's secret left out (its
+/// id kept), since the link's text is its credential.
+pub fn loggable(path: &str) -> Cow<'_, str> {
+    let Some(rest) = path.strip_prefix("/share/") else {
+        return Cow::Borrowed(path);
+    };
+    let (link, below) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let id = crate::auth::shares::presented(link).map_or("?", |l| l.id);
+    Cow::Owned(format!("/share/zs_{id}_…{below}"))
+}
 
 fn route(request: &Request) -> &str {
     request
@@ -22,7 +35,7 @@ pub fn refused(request: &Request, who: Option<&str>, owner: Option<&str>, status
         owner = owner.unwrap_or("-"),
         method = %request.method(),
         route = route(request),
-        path = request.uri().path(),
+        path = %loggable(request.uri().path()),
         status = status.as_u16(),
         outcome = "refused",
     );
@@ -44,7 +57,7 @@ impl Written {
             owner,
             method: request.method().clone(),
             route: route(request).to_string(),
-            path: request.uri().path().to_string(),
+            path: loggable(request.uri().path()).into_owned(),
         }
     }
 
@@ -59,5 +72,18 @@ impl Written {
             status = status.as_u16(),
             outcome = if status.is_success() { "written" } else { "failed" },
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn share_links_are_logged_without_their_secret() {
+        assert_eq!(
+            super::loggable("/share/zs_ab12_c0ffee/t2m/c/0"),
+            "/share/zs_ab12_…/t2m/c/0"
+        );
+        assert_eq!(super::loggable("/share/nonsense"), "/share/zs_?_…");
+        assert_eq!(super::loggable("/zarr/a"), "/zarr/a");
     }
 }

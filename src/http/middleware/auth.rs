@@ -2,15 +2,16 @@
 //! and the 401 / 403 answers.
 
 use axum::extract::{MatchedPath, Request};
-use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use percent_encoding::percent_decode_str;
 
 use super::audit;
-use crate::auth::{Denied, Reach, Scope};
+use crate::auth::{credential, session, shares, Denied, Reach, Scope};
 use crate::http::error::ApiError;
-use crate::http::input::credentials::{signed_parts, Caller, ClientAddr};
-use crate::http::routes::{self, Access};
+use crate::http::handlers::signin;
+use crate::http::input::credentials::{cookie, signed_parts, Caller, ClientAddr, SharedRoot};
+use crate::http::routes::{self, Access, Resource};
 use crate::http::state::AppState;
 use crate::zarr::metadata::NODE_DOCUMENTS;
 
@@ -46,13 +47,14 @@ fn overwrites(query: Option<&str>) -> bool {
 
 pub async fn authorize<Fut>(
     state: &AppState,
-    request: Request,
+    mut request: Request,
     next: impl FnOnce(Request) -> Fut,
 ) -> Response
 where
     Fut: std::future::Future<Output = Response>,
 {
-    let path = request.uri().path();
+    let uri = request.uri().clone();
+    let path = uri.path();
     // Requests no route matched are answered 404 by the fallback.
     let Some(route) = request
         .extensions()
@@ -67,28 +69,21 @@ where
         Access::Public => return next(request).await,
         Access::Needs(scope) => escalate(scope, request.method(), path, request.uri().query()),
     };
-    let resource = route.resource_of(method, path, request.uri().query());
+    let mut resource = route.resource_of(method, path, request.uri().query());
     let reach = route.reach(method, path);
-    // S3 clients sign their requests (SigV4) instead of sending a token.
-    // Only on /s3, so other requests do not gather their headers for it.
-    let s3 = path == "/s3" || path.starts_with("/s3/");
-    let signed = s3
-        .then(|| signed_parts(request.method(), request.uri(), request.headers()))
-        .filter(|signed| signed.is_signed());
-    let identity = match &signed {
-        Some(signed) => state
-            .auth
-            .identify_signed(signed, std::time::SystemTime::now()),
-        None => {
-            let authorization = request
-                .headers()
-                .get(header::AUTHORIZATION)
-                .and_then(|v| v.to_str().ok());
-            match authorization.and_then(api_key) {
-                Some(key) => key_identity(state, key, authorization).await,
-                None => state.auth.identify(authorization).await,
+    let identity = if route.resource == Resource::Shared {
+        // A share link's text is its credential, and its node the root
+        // of the paths below it.
+        match share_identity(state, path).await {
+            Ok((who, root)) => {
+                resource = resource.map(|below| join(&root, &below));
+                request.extensions_mut().insert(SharedRoot(root));
+                Ok(who)
             }
+            Err(denied) => Err(denied),
         }
+    } else {
+        identify(state, request.method(), &uri, request.headers()).await
     };
     let who = match identity {
         Ok(who) => who,
@@ -98,8 +93,6 @@ where
             return response;
         }
     };
-    // Deleting or replacing a node's document removes the node: judged on
-    // the node and all below it.
     // Deleting a node, or writing a document that describes it (and, as
     // consolidated metadata, the nodes below it), reaches all below it:
     // judged on the node, with every node below.
@@ -134,6 +127,12 @@ where
         .filter(|_| needed >= Scope::Write)
         .and_then(|p| rights.writes_from(p))
         .filter(|from| !from.is_empty());
+    // What a session or a share link reads is for its holder alone.
+    let private = match who.stored.as_ref().map(|s| s.kind) {
+        Some("sessions") => Some(true),
+        Some("shares") => Some(false),
+        _ => None,
+    };
     let bucket = who.rate.map(|_| match &who.owner {
         Some(name) => name.clone(),
         None => match request.extensions().get::<ClientAddr>() {
@@ -141,7 +140,6 @@ where
             None => "address:unknown".into(),
         },
     });
-    let mut request = request;
     request.extensions_mut().insert(Caller {
         admin,
         within,
@@ -151,14 +149,114 @@ where
         bucket,
         groups: who.groups.clone(),
         expires: who.expires,
+        stored: who.stored.clone(),
     });
     if needed == Scope::Read {
-        return next(request).await;
+        let response = next(request).await;
+        return match private {
+            Some(cookie) => kept_private(response, cookie),
+            None => response,
+        };
     }
     let written = audit::Written::of(&request, who.name, who.owner);
     let response = next(request).await;
     written.log(response.status());
     response
+}
+
+/// Who a request says it comes from: an S3 signature (on `/s3` only, so
+/// other requests do not gather their headers for it), a bearer token, an
+/// API key, a browser session's cookie, or no one.
+async fn identify(
+    state: &AppState,
+    method: &Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+) -> Result<crate::auth::Identity, Denied> {
+    let path = uri.path();
+    let s3 = path == "/s3" || path.starts_with("/s3/");
+    let signed = s3
+        .then(|| signed_parts(method, uri, headers))
+        .filter(|signed| signed.is_signed());
+    if let Some(signed) = &signed {
+        return state
+            .auth
+            .identify_signed(signed, std::time::SystemTime::now());
+    }
+    let authorization = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok());
+    if let Some(key) = authorization.and_then(api_key) {
+        return key_identity(state, key, authorization).await;
+    }
+    if authorization.is_none() {
+        let name = signin::cookie_name(state, session::COOKIE);
+        if let Some(session) = cookie(headers, name) {
+            if let Some(who) = signin::session_of(state, method, uri, headers, session).await? {
+                return Ok(who);
+            }
+        }
+    }
+    state.auth.identify(authorization).await
+}
+
+/// An answer read with a session cookie (`cookie`) or a share link: no
+/// shared cache may keep it, as it would serve it to others (and, for a
+/// link, after its revocation); a browser revalidates it.
+fn kept_private(mut response: Response, cookie: bool) -> Response {
+    let headers = response.headers_mut();
+    let no_store = headers
+        .get(header::CACHE_CONTROL)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.contains("no-store"));
+    if !no_store {
+        headers.insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("private, no-cache"),
+        );
+    }
+    if cookie {
+        headers.append(header::VARY, HeaderValue::from_static("Cookie"));
+    }
+    response
+}
+
+/// `base/below`, or either alone when the other is empty.
+fn join(base: &str, below: &str) -> String {
+    match (base.is_empty(), below.is_empty()) {
+        (true, _) => below.to_string(),
+        (_, true) => base.to_string(),
+        _ => format!("{base}/{below}"),
+    }
+}
+
+/// Who a share link (`/share/zs_.../...`) stands for, and the node it reads.
+async fn share_identity(
+    state: &AppState,
+    path: &str,
+) -> Result<(crate::auth::Identity, String), Denied> {
+    let invalid = || Denied::Unauthenticated("the share link is not valid".into());
+    let text = path
+        .strip_prefix("/share/")
+        .map(|rest| rest.split('/').next().unwrap_or(rest))
+        .ok_or_else(invalid)?;
+    let link = shares::presented(text).ok_or_else(invalid)?;
+    let record = match state.shares.get(link.id).await {
+        Ok(Some(bytes)) => {
+            serde_json::from_slice::<shares::ShareRecord>(&bytes).map_err(|_| invalid())?
+        }
+        Ok(None) => return Err(invalid()),
+        Err(e) => {
+            return Err(Denied::Unavailable(format!(
+                "share links could not be read from the store: {e}"
+            )))
+        }
+    };
+    record
+        .admits(&link, credential::now())
+        .map_err(Denied::Unauthenticated)?;
+    let who = state.auth.share_identity(&record).ok_or_else(invalid)?;
+    Ok((who, record.path))
 }
 
 /// The node a document key describes (`a/b/zarr.json` is `a/b`); any
@@ -198,10 +296,9 @@ async fn key_identity(
             )))
         }
     };
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    record.admits(&key, now).map_err(Denied::Unauthenticated)?;
+    record
+        .admits(&key, credential::now())
+        .map_err(Denied::Unauthenticated)?;
     state.auth.key_identity(&record).ok_or_else(invalid)
 }
 
@@ -223,7 +320,9 @@ fn refusal(denied: Denied, resource: Option<&str>, request_path: &str) -> Respon
         // As the route answers what is not there.
         Denied::Hidden => {
             let key = resource.unwrap_or("");
-            let raw = request_path.starts_with("/zarr/") || request_path.starts_with("/s3/");
+            let raw = ["/zarr/", "/s3/", "/share/"]
+                .iter()
+                .any(|p| request_path.starts_with(p));
             let message = match (raw, request_path.ends_with('/')) {
                 (true, true) => format!("nothing is stored under '{key}/'"),
                 (true, false) => format!("no value at key '{key}'"),

@@ -48,6 +48,7 @@ pub fn cors(config: &crate::config::Cors) -> CorsLayer {
         header::CONTENT_TYPE,
         header::ACCEPT,
         HeaderName::from_static(crate::http::input::extract::COMMIT_MESSAGE),
+        HeaderName::from_static(crate::auth::session::CSRF_HEADER),
     ];
     allowed.extend(
         config
@@ -55,16 +56,29 @@ pub fn cors(config: &crate::config::Cors) -> CorsLayer {
             .iter()
             .filter_map(|h| HeaderName::try_from(h.as_str()).ok()),
     );
-    let origins = if config.origins.iter().any(|o| o == "*") {
-        AllowOrigin::any()
-    } else {
-        AllowOrigin::list(
+    let any = config.origins.iter().any(|o| o == "*");
+    let origins = match (any, config.credentials.is_empty()) {
+        (true, true) => AllowOrigin::any(),
+        // A credentialed answer must name its origin: `*` is then each
+        // request's own (browsers send the cookie only to those named in
+        // `credentials`, which alone are answered with credentials).
+        (true, false) => AllowOrigin::mirror_request(),
+        (false, _) => AllowOrigin::list(
             config
                 .origins
                 .iter()
+                .chain(&config.credentials)
                 .filter_map(|o| axum::http::HeaderValue::from_str(o).ok()),
-        )
+        ),
     };
+    let credentialed: Vec<axum::http::HeaderValue> = config
+        .credentials
+        .iter()
+        .filter_map(|o| axum::http::HeaderValue::from_str(o).ok())
+        .collect();
+    let credentials = tower_http::cors::AllowCredentials::predicate(move |origin, _| {
+        credentialed.contains(origin)
+    });
     let methods: Vec<Method> = config
         .methods
         .iter()
@@ -75,5 +89,6 @@ pub fn cors(config: &crate::config::Cors) -> CorsLayer {
         .allow_methods(methods)
         .allow_headers(allowed)
         .expose_headers(exposed)
+        .allow_credentials(credentials)
         .max_age(Duration::from_secs(3600))
 }

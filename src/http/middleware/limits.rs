@@ -209,7 +209,7 @@ impl Pending {
             .map(|v| String::from_utf8_lossy(v.as_bytes()));
         self.log.log(&crate::logging::Request {
             method: self.method.as_str(),
-            path: self.uri.path(),
+            path: &super::audit::loggable(self.uri.path()),
             route: self.route.as_ref().map_or("(none)", |m| m.as_str()),
             status,
             bytes,

@@ -160,6 +160,48 @@ function setupToken() {
   });
 }
 
+// ---- sign-in ----------------------------------------------------------------
+
+/**
+ * Who the browser is signed in as (its session cookie), with a way out;
+ * or, where the server offers a provider, a way in that returns here.
+ */
+async function setupSignIn() {
+  let info;
+  try {
+    info = await api.getJSON("/auth/session", { report: false });
+  } catch {
+    return;
+  }
+  const box = $("signin");
+  if (info.signed_in) {
+    const who = document.createElement("span");
+    who.id = "signin-user";
+    who.textContent = info.user;
+    who.title = `Signed in at ${info.issuer}`;
+    const out = document.createElement("button");
+    out.type = "button";
+    out.id = "signout";
+    out.textContent = "Sign out";
+    out.addEventListener("click", async () => {
+      // The session's CSRF token: no other page can sign the user out.
+      await fetch("/auth/logout", { method: "POST", headers: { "X-CSRF-Token": info.csrf } });
+      window.location.reload();
+    });
+    box.replaceChildren(who, out);
+  } else if (info.providers && info.providers.length) {
+    const here = window.location.pathname + window.location.search + window.location.hash;
+    const link = document.createElement("a");
+    link.id = "signin-link";
+    link.href = `${info.providers[0].login}&next=${encodeURIComponent(here)}`;
+    link.textContent = "Sign in";
+    box.replaceChildren(link);
+  } else {
+    return;
+  }
+  box.hidden = false;
+}
+
 async function reloadAll() {
   const loaded = loadTree();
   // The URL holds the view, also when the last attempt failed before
@@ -667,6 +709,7 @@ function selectTab(tab) {
 
 async function start() {
   setupToken();
+  setupSignIn();
   setTreeOpen(!NARROW.matches);
   try {
     env.settings = await provider.settings({ report: false });
