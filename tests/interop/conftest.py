@@ -75,6 +75,30 @@ def stop(proc):
         proc.wait()
 
 
+def bundle_zarrita(site):
+    """zarrita.js (from npm, ZARRD_ZARRITA) bundled for a browser page as
+    `site/zarrita.js`."""
+    zarrita = os.environ["ZARRD_ZARRITA"]
+    entry = site / "entry.js"
+    entry.write_text('export * from "zarrita";\n')
+    subprocess.run([os.path.join(zarrita, "node_modules", ".bin", "esbuild"), str(entry), "--bundle", "--format=esm",
+                    f"--outfile={site / 'zarrita.js'}", "--log-level=warning"],
+                   check=True, cwd=zarrita, env={**os.environ, "NODE_PATH": os.path.join(zarrita, "node_modules")})
+
+
+def serve_folder(site):
+    """A static file server for `site` on loopback; returns (origin, server)."""
+    import functools
+    import http.server
+    import threading
+
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    handler.log_message = lambda *a: None
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{httpd.server_address[1]}", httpd
+
+
 @pytest.fixture(scope="session")
 def corpus():
     return load_manifest("ZARRD_CORPUS")

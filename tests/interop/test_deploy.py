@@ -66,12 +66,13 @@ VALUES = {
     "roundrobin": {"router": {"enabled": True, "balance": "roundrobin"}},
     "signin": {
         "oidc": [{"issuer": "https://login.example.org/realms/science", "audience": "zarrd",
-                  "groups_claim": "realm_access.roles"}],
+                  "groups_claim": "realm_access.roles", "client_id": "zarrd-viewer"}],
+        "corsCredentials": ["https://viewer.example.org"],
         "policy": [{"path": "", "grant": "read", "to": ["authenticated"]},
                    {"path": "public", "grant": "read", "to": ["anonymous"]},
                    {"path": "embargo", "grant": "read", "to": ["group:guests"], "deny": True}],
         "fairUse": [{"to": ["anonymous"], "bytes_per_second": "20MiB", "request_bytes": 16384}],
-        "zarrd": {"extraConfig": "json_limit = \"32MiB\""},
+        "zarrd": {"extraConfig": "json_limit = \"32MiB\"", "publicUrl": "https://data.example.org"},
     },
 }
 
@@ -137,6 +138,9 @@ def test_rendered_config_starts_the_server(case):
             if case == "signin":
                 parsed = tomllib.loads(config)
                 assert parsed["oidc"][0]["groups_claim"] == "realm_access.roles"
+                assert parsed["oidc"][0]["client_id"] == "zarrd-viewer"
+                assert parsed["cors"]["credentials"] == ["https://viewer.example.org"]
+                assert parsed["public_url"] == "https://data.example.org"
                 assert parsed["policy"][2] == {"path": "embargo", "grant": "read", "to": ["group:guests"], "deny": True}
                 with pytest.raises(urllib.error.HTTPError) as refused:
                     urllib.request.urlopen(f"{url}/zarr/private/zarr.json", timeout=10)

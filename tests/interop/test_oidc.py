@@ -18,7 +18,6 @@ import boto3
 import numpy as np
 import pytest
 import requests
-import werkzeug.serving
 import xarray as xr
 import yaml
 import zarr
@@ -26,10 +25,8 @@ from botocore import UNSIGNED
 from botocore.config import Config
 from joserfc import jwk, jwt
 
-import flask
-import oidc_provider_mock
-
 from conftest import start_zarrd, stop
+from oidc_provider import Provider
 
 CLIENT = "zarrd-viewer"
 REDIRECT = "http://127.0.0.1:9/callback"
@@ -38,32 +35,10 @@ ADMIN = "admin-token-0123456789"
 
 @pytest.fixture(scope="module")
 def provider():
-    """The OpenID provider on loopback, with two routes of the test's own:
-    its signing key, and a key rotation."""
-    app = oidc_provider_mock.app(
-        user_claims=[
-            oidc_provider_mock.User(sub="ana", claims={"groups": ["lab"]}),
-            oidc_provider_mock.User(sub="bob", claims={"groups": ["guests"]}),
-        ]
-    )
-
-    @app.get("/test/key")
-    def key():
-        return flask.jsonify(flask.g.oidc_provider_mock_storage.jwk.as_dict(is_private=True))
-
-    @app.post("/test/rotate")
-    def rotate():
-        from authlib import jose
-
-        flask.g.oidc_provider_mock_storage.jwk = jose.RSAKey.generate_key(is_private=True)
-        return "", 204
-
-    server = werkzeug.serving.make_server("127.0.0.1", 0, app, threaded=True)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_port}"
-    server.shutdown()
-    thread.join()
+    """The OpenID provider on loopback (oidc_provider.py)."""
+    provider = Provider()
+    yield provider.url
+    provider.stop()
 
 
 def sign_in(issuer, sub):

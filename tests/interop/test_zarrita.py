@@ -3,17 +3,13 @@ it reads v2, v3 and sharded arrays of the corpus from zarrd across origins
 (the CORS preflight its suffix ranges need, the exposed headers), and
 treats a missing chunk's 404 as the fill value."""
 
-import functools
-import http.server
 import math
 import os
-import subprocess
-import threading
 
 import numpy as np
 import pytest
 
-from conftest import expected_array, load_manifest, start_zarrd, stop
+from conftest import bundle_zarrita, expected_array, load_manifest, serve_folder, start_zarrd, stop
 
 ROOT, MANIFEST = load_manifest("ZARRD_CORPUS")
 ZARRITA = os.environ.get("ZARRD_ZARRITA")
@@ -57,18 +53,10 @@ def name(entry):
 def page_origin(tmp_path_factory):
     """A page on another origin (a second loopback server) with zarrita.js bundled for the browser."""
     site = tmp_path_factory.mktemp("zarrita-site")
-    entry = site / "entry.js"
-    entry.write_text('export * from "zarrita";\n')
-    subprocess.run([os.path.join(ZARRITA, "node_modules", ".bin", "esbuild"), str(entry), "--bundle", "--format=esm",
-                    f"--outfile={site / 'zarrita.js'}", "--log-level=warning"],
-                   check=True, cwd=ZARRITA, env={**os.environ, "NODE_PATH": os.path.join(ZARRITA, "node_modules")})
+    bundle_zarrita(site)
     (site / "index.html").write_text(PAGE)
-    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
-    handler.log_message = lambda *a: None
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    origin, httpd = serve_folder(site)
+    yield origin
     httpd.shutdown()
 
 

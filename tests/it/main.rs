@@ -25,5 +25,6 @@ mod request_fuzz;
 mod roundtrip;
 mod router_fuzz;
 mod security;
+mod sharing;
 mod slow_clients;
 mod viewer;
