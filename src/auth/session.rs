@@ -189,7 +189,7 @@ mod tests {
     fn pkce_challenge_is_rfc_7636s() {
         // RFC 7636, appendix B.
         assert_eq!(
-            challenge("dBjftJeZ4CVP-mJ92IZ1-sNgr3pP9-Xj7Gg2oM0bR9I"),
+            challenge("dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"),
             "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM"
         );
     }

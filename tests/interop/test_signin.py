@@ -5,6 +5,7 @@ origins cannot use the session, and writes made with it need its CSRF
 token. Share links open in zarrita.js from another origin without any
 account, and stop working when revoked or expired."""
 
+import base64
 import json
 import os
 import time
@@ -32,6 +33,7 @@ CONFIG = """
 issuer = "{issuer}"
 audience = "{client}"
 client_id = "{client}"
+client_secret = "viewer-secret"
 scopes = ["openid", "email"]
 
 [cors]
@@ -177,7 +179,9 @@ def test_the_viewer_signs_in_browses_a_private_tree_and_draws_an_array(signed_in
     # zarrd asked with a PKCE challenge and proved it with its verifier.
     assert provider.challenges and all(method == "S256" for _, method in provider.challenges)
     assert provider.exchanges and all(len(v) >= 43 for v, _, _ in provider.exchanges)
-    assert all(form.get("client_id") == CLIENT for _, form, _ in provider.exchanges)
+    # A confidential client: its secret with HTTP Basic (RFC 6749 2.3.1).
+    basic = "Basic " + base64.b64encode(f"{CLIENT}:viewer-secret".encode()).decode()
+    assert all(form.get("client_id") == CLIENT and auth == basic for _, form, auth in provider.exchanges)
     assert errors == []
 
 

@@ -49,6 +49,9 @@ async fn hidden_nodes_are_404_on_every_route_and_absent_from_every_listing() {
                     route.resource,
                     Resource::Page | Resource::Server | Resource::Caller
                 )
+                // A share link is its own credential and reads only below
+                // its node (sharing.rs).
+                || route.resource == Resource::Shared
                 // The root's change stream never ends (test_oidc.py hears it).
                 || route.path == "/api/v1/watch"
             {
