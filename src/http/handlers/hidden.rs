@@ -46,6 +46,20 @@ pub async fn document(
         _ => return Err(ApiError::not_found(format!("no value at key '{key}'"))),
     };
     let limit = state.config.json_limit;
+    if value.meta.size > limit {
+        return Err(too_large(key, limit));
+    }
+    // The stored document and its filtered copy are held until the answer
+    // is sent: reserved from the memory budget, as every answer that grows
+    // with what is stored.
+    let held = state
+        .service
+        .budget()
+        .reserve(
+            value.meta.size.saturating_mul(2),
+            "filtering consolidated metadata",
+        )
+        .await?;
     let bytes = match value.body {
         ValueBody::Bytes(b) => b,
         ValueBody::Stream(mut s) => {
@@ -53,11 +67,7 @@ pub async fn document(
             while let Some(piece) = s.next().await {
                 all.extend_from_slice(&piece?);
                 if all.len() as u64 > limit {
-                    return Err(ApiError::new(
-                        StatusCode::PAYLOAD_TOO_LARGE,
-                        "too_large",
-                        format!("'{key}' is larger than the JSON limit ({limit} bytes)"),
-                    ));
+                    return Err(too_large(key, limit));
                 }
             }
             Bytes::from(all)
@@ -121,5 +131,13 @@ pub async fn document(
     response
         .extensions_mut()
         .insert(crate::http::output::NoCompression);
-    Ok(response)
+    Ok(response.map(|body| Body::new(crate::http::server::idle::Keeping::new(body, held))))
+}
+
+fn too_large(key: &StoreKey, limit: u64) -> ApiError {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "too_large",
+        format!("'{key}' is larger than the JSON limit ({limit} bytes)"),
+    )
 }
