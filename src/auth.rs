@@ -159,14 +159,28 @@ pub struct Stored {
     pub id: String,
 }
 
+/// A policy and what it gives anonymous callers.
+#[derive(Debug, Clone, Default)]
+struct Judged {
+    policy: Arc<Policy>,
+    anonymous: Arc<Rights>,
+}
+
 /// The configured callers and what anonymous ones may do.
 #[derive(Debug, Default)]
 pub struct Auth {
     tokens: Vec<Token>,
     issuers: Vec<oidc::Issuer>,
-    policy: Policy,
+    /// The config file's rules and the store document's, as one policy,
+    /// and what it gives anonymous callers; replaced when the document
+    /// changes.
+    rules: std::sync::RwLock<Judged>,
+    /// The config file's `[[policy]]` rules.
+    configured: Vec<RuleConfig>,
+    /// What anonymous callers may do when no rule exists anywhere
+    /// (`--allow-anonymous-*`).
+    flags: Arc<Rights>,
     fair: fair::FairUse,
-    anonymous: Arc<Rights>,
     /// No tokens, no provider, no policy: writes are refused for want of
     /// `--allow-anonymous-writes`, not of a token.
     open: bool,
@@ -291,32 +305,63 @@ impl Auth {
             .iter()
             .map(|c| oidc::Issuer::new(c.clone()))
             .collect::<Result<Vec<_>, _>>()?;
-        let anonymous = if policy.is_empty() {
-            // With no tokens, reads are open; with tokens, only if asked.
-            let reads = anonymous_reads.unwrap_or(tokens.is_empty());
-            let mut entries = vec![];
-            if anonymous_writes {
-                let top = if tokens.is_empty() {
-                    Scope::Admin
-                } else {
-                    Scope::Write
-                };
-                entries.push(Entry::grant("", top));
-            } else if reads {
-                entries.push(Entry::grant("", Scope::Read));
-            }
-            Rights::new(entries)
-        } else {
-            policy.rights(&Who::default())
-        };
-        Ok(Auth {
+        // With no tokens, reads are open; with tokens, only if asked.
+        let reads = anonymous_reads.unwrap_or(tokens.is_empty());
+        let mut entries = vec![];
+        if anonymous_writes {
+            let top = if tokens.is_empty() {
+                Scope::Admin
+            } else {
+                Scope::Write
+            };
+            entries.push(Entry::grant("", top));
+        } else if reads {
+            entries.push(Entry::grant("", Scope::Read));
+        }
+        let flags = Arc::new(Rights::new(entries));
+        let auth = Auth {
             open: tokens.is_empty() && issuers.is_empty() && policy.is_empty(),
             tokens,
             issuers,
-            policy,
+            rules: Default::default(),
+            configured: rules.to_vec(),
+            flags,
             fair,
-            anonymous: Arc::new(anonymous),
-        })
+        };
+        auth.set_stored_rules(&[])?;
+        Ok(auth)
+    }
+
+    /// Takes the store's policy document's rules (beside the config
+    /// file's, as one policy), or refuses them, leaving the policy as it
+    /// was.
+    pub fn set_stored_rules(&self, stored: &[RuleConfig]) -> Result<(), AuthConfigError> {
+        let all: Vec<RuleConfig> = self.configured.iter().chain(stored).cloned().collect();
+        let policy = Policy::new(&all)?;
+        let anonymous = if policy.is_empty() {
+            self.flags.clone()
+        } else {
+            Arc::new(policy.rights(&Who::default()))
+        };
+        let judged = Judged {
+            policy: Arc::new(policy),
+            anonymous,
+        };
+        *self.rules.write().unwrap_or_else(|e| e.into_inner()) = judged;
+        Ok(())
+    }
+
+    /// The config file's rules.
+    pub fn configured_rules(&self) -> &[RuleConfig] {
+        &self.configured
+    }
+
+    fn judged(&self) -> Judged {
+        self.rules.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    fn policy_rights(&self, who: &Who) -> Rights {
+        self.judged().policy.rights(who)
     }
 
     pub fn has_tokens(&self) -> bool {
@@ -327,7 +372,7 @@ impl Auth {
     pub fn anonymous(&self) -> Identity {
         Identity {
             name: None,
-            rights: self.anonymous.clone(),
+            rights: self.judged().anonymous,
             rate: self.fair.rate(&Who::default()),
             groups: vec![],
             owner: None,
@@ -359,7 +404,7 @@ impl Auth {
                     return match issuer.verify(secret).await {
                         Ok(verified) => Ok(Identity {
                             name: verified.who.user.as_ref().map(|u| format!("user:{u}")),
-                            rights: Arc::new(self.policy.rights(&verified.who)),
+                            rights: Arc::new(self.policy_rights(&verified.who)),
                             rate: self.fair.rate(&verified.who),
                             groups: verified.who.groups.clone(),
                             owner: verified.who.user.as_ref().map(|u| format!("user:{u}")),
@@ -408,7 +453,7 @@ impl Auth {
                     user: Some(sub.to_string()),
                     groups: groups.to_vec(),
                 };
-                Some((Arc::new(self.policy.rights(&who)), who))
+                Some((Arc::new(self.policy_rights(&who)), who))
             }
             _ => None,
         }
@@ -462,7 +507,7 @@ impl Auth {
         let name = format!("user:{}", session.user);
         Identity {
             name: Some(name.clone()),
-            rights: Arc::new(self.policy.rights(&who)),
+            rights: Arc::new(self.policy_rights(&who)),
             rate: self.fair.rate(&who),
             groups: session.groups.clone(),
             owner: Some(name),

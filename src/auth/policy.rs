@@ -12,8 +12,9 @@ use serde::Deserialize;
 
 use super::{AuthConfigError, Scope};
 
-/// A `[[policy]]` table as configured.
-#[derive(Debug, Clone, Deserialize)]
+/// A `[[policy]]` table as configured (or a rule of the policy document
+/// on the store).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RuleConfig {
     /// A path prefix; `""` for the whole store.

@@ -11,8 +11,8 @@ use axum::routing::MethodRouter;
 use percent_encoding::percent_decode_str;
 
 use super::handlers::{
-    api, data, dav, edr, keys, opendap, preview, probes, raw, s3, shares, signin, statistics,
-    tiles, versions, viewer, watch, wms, write,
+    api, data, dav, edr, keys, opendap, policy, preview, probes, raw, s3, shares, signin,
+    statistics, tiles, versions, viewer, watch, wms, write,
 };
 use super::state::AppState;
 use crate::auth::{Reach, Scope};
@@ -222,6 +222,12 @@ pub static ROUTES: &[Route] = &[
         path: "/api/v1/keys/{id}",
         methods: &[op!(delete, READ, keys::revoke)],
         resource: Resource::Caller,
+    },
+    // The access rules kept on the store: for administrators of it all.
+    Route {
+        path: "/api/v1/policy",
+        methods: &[op!(get, ADMIN, policy::get), op!(put, ADMIN, policy::put)],
+        resource: Resource::Root,
     },
     // Share links a caller made: about them, not about the store's paths
     // (minting one judges its node in the handler).

@@ -30,6 +30,8 @@ pub struct Shared {
     pub keys: Arc<Records>,
     pub shares: Arc<Records>,
     pub sessions: Arc<Records>,
+    /// The policy document on the store (`/api/v1/policy`).
+    pub policy: Arc<Records>,
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Permits for requests in flight (`--max-concurrency`).
     pub in_flight: Arc<crate::http::middleware::limits::InFlight>,
@@ -85,6 +87,9 @@ impl AppState {
         let cache_control = crate::http::output::cache_control::CachePolicies::new(&config);
         let records = |kind| Arc::new(Records::new(store.clone(), kind));
         let (keys, shares, sessions) = (records("keys"), records("shares"), records("sessions"));
+        let policy = records("policy");
+        let auth = Arc::new(auth);
+        follow_policy(&auth, &policy);
         AppState(Arc::new(Shared {
             store,
             service: Arc::new(service),
@@ -92,16 +97,53 @@ impl AppState {
             closing: tokio::sync::watch::Sender::new(false),
             cache_control,
             config: Arc::new(config),
-            auth: Arc::new(auth),
+            auth,
             fair: Arc::default(),
             keys,
             shares,
             sessions,
+            policy,
             metrics: Arc::default(),
             in_flight,
             previews,
         }))
     }
+}
+
+/// Takes the store's policy document, and each change to it, in the
+/// background (every `KEPT_FOR`), for as long as the server lives. A
+/// document that is not valid (written by another version) is logged and
+/// left out.
+fn follow_policy(auth: &Arc<Auth>, policy: &Arc<Records>) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    let (auth, policy) = (Arc::downgrade(auth), policy.clone());
+    runtime.spawn(async move {
+        let mut applied: Option<bytes::Bytes> = None;
+        loop {
+            let Some(auth) = auth.upgrade() else {
+                return;
+            };
+            if let Ok(read) = policy.get(crate::service::records::POLICY).await {
+                if read != applied {
+                    let rules = read
+                        .as_ref()
+                        .and_then(|b| {
+                            serde_json::from_slice::<crate::http::handlers::policy::Stored>(b).ok()
+                        })
+                        .map(|s| s.rules)
+                        .unwrap_or_default();
+                    match auth.set_stored_rules(&rules) {
+                        Ok(()) => applied = read,
+                        Err(e) => tracing::warn!(error = %e, "the policy document on the store is not valid; its rules are left out"),
+                    }
+                }
+            }
+            drop(auth);
+            tokio::time::sleep(crate::service::records::KEPT_FOR).await;
+        }
+    });
 }
 
 impl AppState {

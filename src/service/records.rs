@@ -10,6 +10,9 @@ use bytes::Bytes;
 
 use crate::store::{Store, StoreError};
 
+/// The id of the policy document's record (kind `policy`).
+pub const POLICY: &str = "rules";
+
 /// How long a replica trusts a record it read.
 pub const KEPT_FOR: Duration = Duration::from_secs(10);
 
@@ -32,7 +35,7 @@ impl std::fmt::Debug for Records {
 }
 
 impl Records {
-    /// `kind`: `keys`, `shares` or `sessions`.
+    /// `kind`: `keys`, `shares`, `sessions` or `policy`.
     pub fn new(store: Store, kind: &'static str) -> Records {
         Records {
             store,

@@ -69,6 +69,12 @@ async fn hidden_nodes_are_404_on_every_route_and_absent_from_every_listing() {
                 .await;
             let body = String::from_utf8_lossy(&answer.body).into_owned();
             match route.resource {
+                // What administers the whole store (the policy document):
+                // refused, telling nothing.
+                Resource::Root if op.access == Access::Needs(Scope::Admin) => {
+                    assert_eq!(answer.status, 403, "{method} {uri}: {body}");
+                    assert!(!body.contains(hidden), "{method} {uri}: {body}");
+                }
                 // Listings of the root: shown, without the hidden node.
                 Resource::Root | Resource::ListPrefix => {
                     assert!(
@@ -522,4 +528,88 @@ async fn api_keys_are_minted_within_their_owners_rights_listed_and_revoked() {
     let reserved = app.get_as("climate", "/zarr/__zarrd/keys/").await;
     assert!([400, 404].contains(&reserved.status.as_u16()));
     assert!(!String::from_utf8_lossy(&reserved.body).contains(&id));
+}
+
+#[tokio::test]
+async fn the_policy_document_on_the_store_is_edited_by_administrators_and_followed_by_replicas() {
+    let config = || Config {
+        tokens: vec![
+            token("admin-token-0123456789", &[Scope::Admin]),
+            reader_within("climate", "climate"),
+        ],
+        identities: Identities {
+            policy: vec![rule("climate/t2m", Scope::Read, "anonymous", false)],
+            ..Default::default()
+        },
+        ..demo_config()
+    };
+    let app = TestApp::demo(config()).await;
+    let admin = [("authorization", "Bearer admin-token-0123456789")];
+    let lat = "/zarr/climate/lat/zarr.json";
+    assert_eq!(app.get("/zarr/climate/t2m/zarr.json").await.status, 200);
+    assert_eq!(app.get(lat).await.status, 401);
+    let put = |body: &'static str, who: &'static [(&'static str, &'static str)]| {
+        app.request(Method::PUT, "/api/v1/policy", who, Body::from(body))
+    };
+    const ADMIN: &[(&str, &str)] = &[("authorization", "Bearer admin-token-0123456789")];
+    const READER: &[(&str, &str)] = &[("authorization", "Bearer climate-token-0123456789")];
+    let opened = put(
+        r#"{"rules": [{"path": "climate", "grant": "read", "to": ["anonymous"]}]}"#,
+        ADMIN,
+    )
+    .await;
+    assert_eq!(
+        opened.status,
+        200,
+        "{}",
+        String::from_utf8_lossy(&opened.body)
+    );
+    assert_eq!(app.get(lat).await.status, 200, "in force here at once");
+    let shown = app
+        .request(Method::GET, "/api/v1/policy", &admin, Body::empty())
+        .await
+        .json();
+    assert_eq!(shown["config"][0]["path"], "climate/t2m");
+    assert_eq!(shown["stored"][0]["path"], "climate");
+    assert_eq!(shown["by"], "token:admin-token-0123456789");
+
+    // Only administrators of the whole store, and only valid rules.
+    let by_reader = put(r#"{"rules": []}"#, READER).await;
+    assert_eq!(by_reader.status, 403);
+    let anonymous = put(r#"{"rules": []}"#, &[]).await;
+    assert_eq!(anonymous.status, 401);
+    let nobody = put(
+        r#"{"rules": [{"path": "x", "grant": "read", "to": ["nobody:x"]}]}"#,
+        ADMIN,
+    )
+    .await;
+    assert_eq!(
+        (nobody.status.as_u16(), nobody.code().as_str()),
+        (400, "bad_policy")
+    );
+    let misspelt = put(r#"{"rulez": []}"#, ADMIN).await;
+    assert_eq!(
+        (misspelt.status.as_u16(), misspelt.code().as_str()),
+        (400, "bad_body")
+    );
+    assert_eq!(
+        app.get(lat).await.status,
+        200,
+        "refused documents change nothing"
+    );
+
+    // Another replica on the same store follows the document.
+    let replica = TestApp::with(app.store.clone(), config());
+    let mut followed = false;
+    for _ in 0..50 {
+        if replica.get(lat).await.status == 200 {
+            followed = true;
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(followed, "the replica read the document when it started");
+    assert_eq!(put(r#"{"rules": []}"#, ADMIN).await.status, 200);
+    assert_eq!(app.get(lat).await.status, 401);
+    assert_eq!(app.get("/zarr/climate/t2m/zarr.json").await.status, 200);
 }
