@@ -16,49 +16,28 @@ use crate::http::error::{ApiError, ApiResult};
 use crate::http::input::credentials::Caller;
 use crate::http::input::extract::{ApiPath, ApiQuery};
 use crate::http::state::AppState;
-use crate::service::records::Records;
 
+use super::owned::{listed, owner, revoked, room_for, ListParams, Owned};
 use crate::auth::credential::now;
 
-/// Keys (and share links) one owner may hold at once.
-pub const MAX_KEYS: usize = 100;
-
-/// A credential's record with an id and an expiry (API keys, share links).
-pub(super) trait Expiring: serde::de::DeserializeOwned {
-    fn id(&self) -> &str;
-    fn expires(&self) -> u64;
-}
-
-impl Expiring for KeyRecord {
+impl Owned for KeyRecord {
+    const WHAT: &'static str = "key";
+    const KIND: &'static str = "zk";
     fn id(&self) -> &str {
         &self.id
+    }
+    fn owner(&self) -> &str {
+        &self.owner
+    }
+    fn created(&self) -> u64 {
+        self.created
     }
     fn expires(&self) -> u64 {
         self.expires
     }
-}
-
-/// Every record in `records`; expired ones are deleted on the way.
-pub(super) async fn live<T: Expiring>(records: &Records) -> ApiResult<Vec<T>> {
-    let mut live = Vec::new();
-    let stored = records
-        .all()
-        .await
-        .map_err(crate::service::ServiceError::from)?;
-    for record in stored
-        .iter()
-        .filter_map(|r| serde_json::from_slice::<T>(r).ok())
-    {
-        if record.expires() <= now() {
-            records
-                .delete(record.id())
-                .await
-                .map_err(crate::service::ServiceError::from)?;
-        } else {
-            live.push(record);
-        }
+    fn public(&self) -> Value {
+        KeyRecord::public(self)
     }
-    Ok(live)
 }
 
 /// What minting a key asks for.
@@ -73,30 +52,6 @@ pub struct Mint {
     /// Seconds the key lives (default 90 days, at most 366).
     #[serde(default)]
     expires_in: Option<u64>,
-}
-
-/// The caller who may manage keys and share links: signed in, and not
-/// with a key or a link.
-pub(super) fn owner(caller: Option<&Caller>) -> ApiResult<(&Caller, &str)> {
-    match caller.and_then(|c| Some((c, c.name.as_deref()?))) {
-        Some((_, name)) if name.starts_with("key:") || name.starts_with("share:") => {
-            Err(ApiError::new(
-                StatusCode::FORBIDDEN,
-                "forbidden",
-                "API keys and share links cannot manage keys or links: sign in, or use a token",
-            ))
-        }
-        Some(found) => Ok(found),
-        None => Err(ApiError::new(
-            StatusCode::UNAUTHORIZED,
-            "unauthorized",
-            "API keys belong to someone: sign in first (Authorization: Bearer ...)",
-        )),
-    }
-}
-
-pub(super) fn parse<T: Expiring>(record: &[u8]) -> Option<T> {
-    serde_json::from_slice(record).ok()
 }
 
 /// `POST /api/v1/keys`: a new key, its text shown this once.
@@ -144,14 +99,7 @@ pub async fn mint(
             format!("prefixes: '{bad}' is not a store path"),
         ));
     }
-    let held: Vec<KeyRecord> = live(&state.keys).await?;
-    if held.iter().filter(|k| k.owner == name).count() >= MAX_KEYS {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "too_many_keys",
-            format!("{name} holds {MAX_KEYS} keys: revoke one first"),
-        ));
-    }
+    room_for::<KeyRecord>(&state.keys, name, "too_many_keys").await?;
     let life = ask.expires_in.unwrap_or(DEFAULT_LIFE_SECONDS);
     if life == 0 || life > MAX_LIFE_SECONDS {
         return Err(ApiError::bad_request(
@@ -182,18 +130,6 @@ pub async fn mint(
     Ok((StatusCode::CREATED, Json(answer)).into_response())
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ListParams {
-    /// Everyone's keys (administrators of the whole store only).
-    #[serde(default)]
-    all: bool,
-}
-
-pub(super) fn administers(caller: &Caller) -> bool {
-    caller.rights.may(Scope::Admin, "")
-}
-
 /// `GET /api/v1/keys`: the caller's keys (everyone's with `all=true`, for
 /// administrators).
 pub async fn list(
@@ -201,23 +137,8 @@ pub async fn list(
     caller: Option<Extension<Caller>>,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> ApiResult<Json<Value>> {
-    let (caller, name) = owner(caller.as_deref())?;
-    if params.all && !administers(caller) {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            "all=true lists everyone's keys: for administrators of the whole store",
-        ));
-    }
-    let mut keys: Vec<KeyRecord> = live::<KeyRecord>(&state.keys)
-        .await?
-        .into_iter()
-        .filter(|k| params.all || k.owner == name)
-        .collect();
-    keys.sort_by(|a, b| (a.created, &a.id).cmp(&(b.created, &b.id)));
-    Ok(Json(
-        json!({"keys": keys.iter().map(KeyRecord::public).collect::<Vec<_>>()}),
-    ))
+    let keys = listed::<KeyRecord>(&state.keys, caller.as_deref(), &params).await?;
+    Ok(Json(json!({ "keys": keys })))
 }
 
 /// `DELETE /api/v1/keys/{id}`: revokes a key of the caller's (anyone's,
@@ -227,26 +148,6 @@ pub async fn revoke(
     caller: Option<Extension<Caller>>,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Response> {
-    let (caller, name) = owner(caller.as_deref())?;
-    let missing = || ApiError::not_found(format!("no key '{id}' of {name}"));
-    if crate::auth::keys::presented(&format!("zk_{id}_x")).is_none() {
-        return Err(missing());
-    }
-    let record = state
-        .keys
-        .get(&id)
-        .await
-        .map_err(crate::service::ServiceError::from)?
-        .and_then(|r| parse::<KeyRecord>(&r))
-        .ok_or_else(missing)?;
-    if record.owner != name && !administers(caller) {
-        return Err(missing());
-    }
-    state
-        .keys
-        .delete(&id)
-        .await
-        .map_err(crate::service::ServiceError::from)?;
-    tracing::info!(target: "zarrd::audit", who = name, key = id, owner = record.owner, outcome = "key revoked");
+    revoked::<KeyRecord>(&state.keys, caller.as_deref(), &id).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -11,6 +11,7 @@ pub mod keys;
 pub mod listing;
 pub mod maps;
 pub mod opendap;
+pub mod owned;
 pub mod policy;
 pub mod preview;
 pub mod probes;

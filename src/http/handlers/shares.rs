@@ -11,7 +11,7 @@ use axum::{Extension, Json};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::keys::{administers, live, owner, parse, Expiring, MAX_KEYS};
+use super::owned::{listed, owner, revoked, room_for, ListParams, Owned};
 use crate::auth::credential::now;
 use crate::auth::shares::{ShareRecord, DEFAULT_LIFE_SECONDS, MAX_LIFE_SECONDS};
 use crate::auth::Scope;
@@ -21,12 +21,23 @@ use crate::http::input::extract::{ApiPath, ApiQuery};
 use crate::http::state::AppState;
 use crate::store::StoreKey;
 
-impl Expiring for ShareRecord {
+impl Owned for ShareRecord {
+    const WHAT: &'static str = "share link";
+    const KIND: &'static str = crate::auth::shares::KIND;
     fn id(&self) -> &str {
         &self.id
     }
+    fn owner(&self) -> &str {
+        &self.owner
+    }
+    fn created(&self) -> u64 {
+        self.created
+    }
     fn expires(&self) -> u64 {
         self.expires
+    }
+    fn public(&self) -> Value {
+        ShareRecord::public(self)
     }
 }
 
@@ -97,14 +108,7 @@ pub async fn mint(
             format!("expires_in: 1 to {MAX_LIFE_SECONDS} seconds"),
         ));
     }
-    let held: Vec<ShareRecord> = live(&state.shares).await?;
-    if held.iter().filter(|s| s.owner == name).count() >= MAX_KEYS {
-        return Err(ApiError::new(
-            StatusCode::CONFLICT,
-            "too_many_shares",
-            format!("{name} holds {MAX_KEYS} share links: revoke one first"),
-        ));
-    }
+    room_for::<ShareRecord>(&state.shares, name, "too_many_shares").await?;
     let (record, text) = ShareRecord::mint(name, caller.groups.clone(), label, path, now(), life)
         .map_err(internal)?;
     let stored = serde_json::to_vec(&record).map_err(internal)?;
@@ -119,14 +123,6 @@ pub async fn mint(
     Ok((StatusCode::CREATED, Json(answer)).into_response())
 }
 
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ListParams {
-    /// Everyone's links (administrators of the whole store only).
-    #[serde(default)]
-    all: bool,
-}
-
 /// `GET /api/v1/shares`: the caller's links (everyone's with `all=true`,
 /// for administrators).
 pub async fn list(
@@ -134,23 +130,8 @@ pub async fn list(
     caller: Option<Extension<Caller>>,
     ApiQuery(params): ApiQuery<ListParams>,
 ) -> ApiResult<Json<Value>> {
-    let (caller, name) = owner(caller.as_deref())?;
-    if params.all && !administers(caller) {
-        return Err(ApiError::new(
-            StatusCode::FORBIDDEN,
-            "forbidden",
-            "all=true lists everyone's share links: for administrators of the whole store",
-        ));
-    }
-    let mut shares: Vec<ShareRecord> = live(&state.shares)
-        .await?
-        .into_iter()
-        .filter(|s: &ShareRecord| params.all || s.owner == name)
-        .collect();
-    shares.sort_by(|a, b| (a.created, &a.id).cmp(&(b.created, &b.id)));
-    Ok(Json(
-        json!({"shares": shares.iter().map(ShareRecord::public).collect::<Vec<_>>()}),
-    ))
+    let shares = listed::<ShareRecord>(&state.shares, caller.as_deref(), &params).await?;
+    Ok(Json(json!({ "shares": shares })))
 }
 
 /// `DELETE /api/v1/shares/{id}`: revokes a link of the caller's (anyone's,
@@ -160,27 +141,7 @@ pub async fn revoke(
     caller: Option<Extension<Caller>>,
     ApiPath(id): ApiPath<String>,
 ) -> ApiResult<Response> {
-    let (caller, name) = owner(caller.as_deref())?;
-    let missing = || ApiError::not_found(format!("no share link '{id}' of {name}"));
-    if crate::auth::shares::presented(&format!("zs_{id}_x")).is_none() {
-        return Err(missing());
-    }
-    let record = state
-        .shares
-        .get(&id)
-        .await
-        .map_err(crate::service::ServiceError::from)?
-        .and_then(|r| parse::<ShareRecord>(&r))
-        .ok_or_else(missing)?;
-    if record.owner != name && !administers(caller) {
-        return Err(missing());
-    }
-    state
-        .shares
-        .delete(&id)
-        .await
-        .map_err(crate::service::ServiceError::from)?;
-    tracing::info!(target: "zarrd::audit", who = name, share = id, owner = record.owner, outcome = "share link revoked");
+    revoked::<ShareRecord>(&state.shares, caller.as_deref(), &id).await?;
     Ok(StatusCode::NO_CONTENT.into_response())
 }
 
