@@ -26,6 +26,17 @@ pub struct RuleConfig {
     pub deny: bool,
 }
 
+/// The policy document kept on the store (`/api/v1/policy`): rules that
+/// apply beside the config file's, and who last replaced them when.
+#[derive(Debug, Clone, Default, serde::Serialize, Deserialize)]
+pub struct Document {
+    pub rules: Vec<RuleConfig>,
+    #[serde(default)]
+    pub updated: u64,
+    #[serde(default)]
+    pub by: String,
+}
+
 /// Whom a rule names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Principal {

@@ -130,7 +130,7 @@ fn follow_policy(auth: &Arc<Auth>, policy: &Arc<Records>) {
                     let rules = read
                         .as_ref()
                         .and_then(|b| {
-                            serde_json::from_slice::<crate::http::handlers::policy::Stored>(b).ok()
+                            serde_json::from_slice::<crate::auth::policy::Document>(b).ok()
                         })
                         .map(|s| s.rules)
                         .unwrap_or_default();

@@ -60,9 +60,9 @@ PAGE = """<!DOCTYPE html>
 <html><head><meta charset="utf-8"><title>elsewhere</title></head>
 <body><script type="module">
 import * as zarr from "./zarrita.js";
-window.readArray = async (url) => {
+window.readArray = async (url, overrides) => {
   try {
-    const arr = await zarr.open(new zarr.FetchStore(url), { kind: "array" });
+    const arr = await zarr.open(new zarr.FetchStore(url, { overrides: overrides || {} }), { kind: "array" });
     const got = await zarr.get(arr);
     return { shape: got.shape, data: Array.from(got.data) };
   } catch (e) {
@@ -209,6 +209,34 @@ def test_pages_of_other_origins_cannot_use_the_session(signed_in, sites, server)
     assert got.get("status") == 200, got
     assert json.loads(got["body"])["shape"] == [6, 8]
     page.close()
+
+
+def test_zarrita_sees_what_the_policy_grants_the_session(signed_in, browser, sites, server, store):
+    """zarrita.js reading with the browser's session (credentials: include)
+    from the origin `[cors] credentials` names: the private array; from
+    any other origin, or without the session, only what anonymous callers
+    may read."""
+    context, _, _ = signed_in
+    allowed, other = sites
+    include = {"credentials": "include"}
+    want = zarr.open_array(str(store / "lab" / "obs"))[:]
+
+    def read(ctx, origin, path):
+        page = ctx.new_page()
+        page.goto(f"{origin}/index.html")
+        page.wait_for_function("window.ready === true")
+        got = page.evaluate("([url, o]) => window.readArray(url, o)", [f"{server}/zarr/{path}", include])
+        page.close()
+        return got
+
+    got = read(context, allowed, "lab/obs")
+    assert "error" not in got, got
+    assert np.array_equal(np.array(got["data"], dtype="f4").reshape(6, 8), want)
+    assert "error" in read(context, other, "lab/obs")
+    anonymous = browser.new_context()
+    assert "error" in read(anonymous, allowed, "lab/obs")
+    assert "error" not in read(anonymous, allowed, "public/temps")
+    anonymous.close()
 
 
 def test_writes_with_the_session_need_its_csrf_token_and_signing_out_ends_it(signed_in, server):

@@ -6,9 +6,10 @@
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::{Extension, Json};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::{json, Value};
 
+use crate::auth::policy::Document as Stored;
 use crate::auth::{Policy, RuleConfig};
 use crate::http::error::{ApiError, ApiResult};
 use crate::http::input::credentials::Caller;
@@ -16,16 +17,6 @@ use crate::http::state::AppState;
 
 /// Rules one document may hold.
 pub const MAX_RULES: usize = 1000;
-
-/// The document as stored (`__zarrd/policy/rules`).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct Stored {
-    pub rules: Vec<RuleConfig>,
-    #[serde(default)]
-    pub updated: u64,
-    #[serde(default)]
-    pub by: String,
-}
 
 /// What replacing the document sends.
 #[derive(Debug, Deserialize)]
