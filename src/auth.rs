@@ -356,12 +356,14 @@ impl Auth {
         &self.configured
     }
 
-    fn judged(&self) -> Judged {
-        self.rules.read().unwrap_or_else(|e| e.into_inner()).clone()
+    /// The policy in force, read under its lock (held only while `f` runs:
+    /// asked on every request, so nothing is cloned that is not returned).
+    fn with_rules<T>(&self, f: impl FnOnce(&Judged) -> T) -> T {
+        f(&self.rules.read().unwrap_or_else(|e| e.into_inner()))
     }
 
     fn policy_rights(&self, who: &Who) -> Rights {
-        self.judged().policy.rights(who)
+        self.with_rules(|j| j.policy.rights(who))
     }
 
     pub fn has_tokens(&self) -> bool {
@@ -372,7 +374,7 @@ impl Auth {
     pub fn anonymous(&self) -> Identity {
         Identity {
             name: None,
-            rights: self.judged().anonymous,
+            rights: self.with_rules(|j| j.anonymous.clone()),
             rate: self.fair.rate(&Who::default()),
             groups: vec![],
             owner: None,
